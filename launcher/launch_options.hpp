@@ -1,0 +1,45 @@
+#pragma once
+// Everything `hvrun` was asked to do, parsed and validated from its command line.
+#include <chrono>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "launcher/host_list.hpp"
+
+namespace hvrun {
+
+struct LaunchOptions {
+  int np = 0;                        // 0: all slots
+  std::vector<HostSpec> hosts;       // from -H or --hostfile (default: localhost with 1 slot)
+  bool no_oversubscribe = false;
+  std::optional<int> ssh_port;       // -p: overrides ~/.ssh/config for every host
+  std::string ssh_identity_file;     // -i
+  std::vector<std::string> network_interfaces;  // --network-interface, comma lists split, in order
+  std::chrono::milliseconds start_timeout{30'000};
+  std::chrono::milliseconds kill_grace{3'000};
+  std::vector<std::pair<std::string, std::optional<std::string>>> env;  // -x VAR[=VALUE]
+  std::string output_filename;       // --output-filename DIR
+  bool prefix_timestamp = false;
+  bool verbose = false;
+  std::string log_level = "warn";    // trace, debug, info, warn, error, off (--verbose: info)
+  bool dry_run = false;
+  bool check_only = false;
+  std::vector<std::string> command;  // argv of each rank
+};
+
+// What the command line asks for besides a launch.
+enum class CliAction { kLaunch, kExit };
+
+struct CliResult {
+  CliAction action = CliAction::kLaunch;
+  int exit_code = 0;  // with kExit: 0 for --help/--version
+  LaunchOptions options;
+};
+
+// Parses argv with CLI11. --help and --version print to stdout and return kExit with code 0.
+// Every malformed value throws UsageError with one line naming the flag and the value.
+CliResult parse_command_line(int argc, const char* const* argv);
+
+}  // namespace hvrun

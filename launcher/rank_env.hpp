@@ -1,0 +1,29 @@
+#pragma once
+// The rank contract: the environment every rank gets on top of the launcher's (see README).
+#include <map>
+#include <string>
+
+#include "launcher/rank_plan.hpp"
+
+namespace hvrun {
+
+// What the launcher learned about a host's network by the time ranks start.
+struct HostNetwork {
+  std::string hostname;   // the host's own name (gethostname on that host)
+  std::string iface;      // selected NIC ("lo" on a single host)
+  std::string address;    // its address
+};
+
+struct JobNetwork {
+  std::vector<HostNetwork> hosts;  // parallel to RankPlan::hosts()
+  std::string master_addr;         // rank 0's host's selected address
+  int master_port = 0;             // a port free on rank 0's host
+  std::string store_addr;          // rendezvous store (empty until it exists)
+  int store_port = 0;
+  std::string store_token;
+};
+
+// The contract variables for one rank: HVRUN_*, HOROVOD_*, NCCL/GLOO_SOCKET_IFNAME, torch's env://.
+std::map<std::string, std::string> rank_environment(const RankInfo& rank, const JobNetwork& net);
+
+}  // namespace hvrun
