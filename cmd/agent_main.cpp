@@ -1,2 +1,39 @@
-// Placeholder until the agent lands (replaced in this issue).
-int main() { return 1; }
+// hvrun-agent: started by hvrun (over SSH, or over pipes on the launcher's own host). It speaks the
+// framed protocol on stdin/stdout; a human has no reason to run it by hand.
+#include <sys/prctl.h>
+#include <signal.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <iostream>
+#include <spdlog/spdlog.h>
+
+#include "agent/agent.hpp"
+#include "agent/error.hpp"
+#include "hvrun/version.hpp"
+
+int main(int argc, char** argv) {
+  if (argc > 1 && (std::strcmp(argv[1], "--version") == 0)) {
+    std::cout << "hvrun-agent " << hvrun::kVersion << "\n";
+    return 0;
+  }
+  if (argc > 1) {
+    std::cerr << "hvrun-agent: started by hvrun, not by hand (unexpected argument '" << argv[1] << "')\n";
+    return 2;
+  }
+  spdlog::set_pattern("%v");
+  try {
+    // Duplicate stdin/stdout for the channel and point the originals at safe places, so nothing
+    // else the agent links can write into the protocol stream.
+    hvrun::UniqueFd in(::fcntl(0, F_DUPFD_CLOEXEC, 3));
+    hvrun::UniqueFd out(::fcntl(1, F_DUPFD_CLOEXEC, 3));
+    if (!in || !out) hvrun::throw_errno("fcntl(F_DUPFD_CLOEXEC)", "control channel");
+    if (::dup2(2, 1) < 0) hvrun::throw_errno("dup2", "stdout to stderr");
+    hvrun::Agent agent(std::move(in), std::move(out));
+    return agent.run();
+  } catch (const hvrun::Error& e) {
+    std::cerr << "hvrun-agent: " << e.what() << "\n";
+    return 1;
+  }
+}

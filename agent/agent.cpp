@@ -1,0 +1,277 @@
+#include "agent/agent.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <utility>  // before Asio, see design notes
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
+#include <map>
+#include <spdlog/spdlog.h>
+#include <vector>
+
+#include "agent/control_message.hpp"
+#include "agent/error.hpp"
+#include "agent/frame_channel.hpp"
+#include "agent/rank_process.hpp"
+#include "hvrun/version.hpp"
+
+namespace hvrun {
+
+namespace asio = boost::asio;
+using Descriptor = asio::posix::stream_descriptor;
+
+namespace {
+
+std::string local_hostname() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) != 0) throw_errno("gethostname");
+  return name;
+}
+
+// A port that is free right now on every address of this host; the rank that binds it later races
+// with other programs exactly as torchrun's choice does.
+int pick_free_port() {
+  UniqueFd sock(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!sock) throw_errno("socket", "choosing MASTER_PORT");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  if (::bind(sock.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0)
+    throw_errno("bind", "choosing MASTER_PORT");
+  socklen_t len = sizeof addr;
+  if (::getsockname(sock.get(), reinterpret_cast<sockaddr*>(&addr), &len) != 0)
+    throw_errno("getsockname", "choosing MASTER_PORT");
+  return ntohs(addr.sin_port);
+}
+
+constexpr std::size_t kReadChunk = 64 * 1024;
+
+}  // namespace
+
+struct Agent::Impl {
+  struct Rank {
+    int rank = 0;
+    pid_t pid = -1;
+    bool reaped = false;
+    std::unique_ptr<Descriptor> out, err;
+  };
+
+  Impl(UniqueFd in, UniqueFd out)
+      : channel(io, std::move(in), std::move(out), "launcher"),
+        child_signals(io, SIGCHLD),
+        stop_signals(io, SIGTERM, SIGINT, SIGHUP),
+        kill_timer(io) {}
+
+  asio::io_context io;
+  FrameChannel channel;
+  asio::signal_set child_signals;
+  asio::signal_set stop_signals;
+  asio::steady_timer kill_timer;
+  std::vector<std::unique_ptr<Rank>> ranks;
+  std::map<pid_t, Rank*> by_pid;
+  std::vector<std::function<void()>> paused;  // readers waiting for the channel to drain
+  bool launched = false;
+  bool finished = false;
+  int exit_code = 1;
+
+  void send(const ControlMessage& msg) { channel.send(FrameType::kControl, encode_control(msg)); }
+
+  int run() {
+    // A launcher that dies leaves us writing to a closed pipe: that must be an error, not a signal.
+    ::signal(SIGPIPE, SIG_IGN);
+    channel.start({
+        .on_frame = [this](Frame&& f) { on_frame(std::move(f)); },
+        .on_closed = [this](const std::string& error) { on_launcher_gone(error); },
+        .on_drained = [this] { resume_readers(); },
+    });
+    wait_children();
+    stop_signals.async_wait([this](auto ec, int sig) {
+      if (!ec) on_launcher_gone("agent received " + signal_name(sig));
+    });
+    send(HelloMsg{kVersion, local_hostname(), static_cast<int>(::getpid()), pick_free_port()});
+    io.run();
+    return exit_code;
+  }
+
+  void on_frame(Frame&& frame) {
+    try {
+      if (frame.type != FrameType::kControl) throw ProtocolError("launcher: unexpected output frame");
+      std::visit([this](auto&& m) { handle(m); }, decode_control(frame.payload, "launcher"));
+    } catch (const Error& e) {
+      on_launcher_gone(e.what());
+    }
+  }
+
+  void handle(const LaunchMsg& m) {
+    if (launched) throw ProtocolError("launcher: a second launch request");
+    launched = true;
+    struct stat st{};
+    if (!m.cwd.empty() && (::stat(m.cwd.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))) {
+      send(FatalMsg{"working directory '" + m.cwd + "' does not exist on " + local_hostname() +
+                    "; create it there or start hvrun from a directory every host has"});
+      return;
+    }
+    for (const auto& r : m.ranks) {
+      auto env = m.env;
+      for (const auto& [k, v] : r.env) env[k] = v;
+      RankSpawnSpec spec{m.argv, {}, m.cwd};
+      spec.env.reserve(env.size());
+      for (const auto& [k, v] : env) spec.env.push_back(k + "=" + v);
+      try {
+        RankProcess p = spawn_rank(spec);
+        auto state = std::make_unique<Rank>();
+        state->rank = r.rank;
+        state->pid = p.pid;
+        set_nonblocking(p.out.get(), "rank stdout");
+        set_nonblocking(p.err.get(), "rank stderr");
+        state->out = std::make_unique<Descriptor>(io, p.out.release());
+        state->err = std::make_unique<Descriptor>(io, p.err.release());
+        by_pid[p.pid] = state.get();
+        ranks.push_back(std::move(state));
+        send(StartedMsg{r.rank, p.pid});
+        arm(*ranks.back(), OutputStream::kStdout);
+        arm(*ranks.back(), OutputStream::kStderr);
+      } catch (const SpawnError& e) {
+        send(ExitedMsg{r.rank, 127, 0, e.what()});
+      }
+    }
+  }
+
+  void handle(const TerminateMsg& m) {
+    signal_all(SIGTERM);
+    kill_timer.expires_after(std::chrono::milliseconds(m.grace_ms));
+    kill_timer.async_wait([this](auto ec) {
+      if (!ec) signal_all(SIGKILL);
+    });
+  }
+
+  void handle(const ShutdownMsg&) {
+    // The launcher has every exit it needs; whatever the ranks left behind in their groups goes now.
+    signal_all(SIGKILL);
+    exit_code = 0;
+    channel.flush([this] { finish(); });
+  }
+
+  template <typename M>
+  void handle(const M&) {
+    throw ProtocolError("launcher: unexpected control message");
+  }
+
+  void on_launcher_gone(const std::string& error) {
+    if (finished) return;
+    if (!error.empty()) spdlog::error("hvrun-agent: {}; killing all ranks", error);
+    signal_all(SIGKILL);
+    exit_code = 1;
+    finish();
+  }
+
+  void finish() {
+    finished = true;
+    channel.close();
+    io.stop();
+  }
+
+  void signal_all(int sig) {
+    for (const auto& r : ranks) {
+      try {
+        signal_group(r->pid, sig);
+      } catch (const Error& e) {
+        spdlog::warn("hvrun-agent: rank {}: {}", r->rank, e.what());
+      }
+    }
+  }
+
+  Descriptor* descriptor(Rank& r, OutputStream s) {
+    auto& d = s == OutputStream::kStdout ? r.out : r.err;
+    return d && d->is_open() ? d.get() : nullptr;
+  }
+
+  void arm(Rank& r, OutputStream s) {
+    Descriptor* d = descriptor(r, s);
+    if (d == nullptr) return;
+    d->async_wait(Descriptor::wait_read, [this, &r, s](auto ec) {
+      if (ec) return;
+      if (channel.congested()) {
+        // Back-pressure: the rank blocks on its full pipe until the launcher has read our backlog.
+        paused.push_back([this, &r, s] { read_once(r, s, true); });
+        return;
+      }
+      read_once(r, s, true);
+    });
+  }
+
+  void resume_readers() {
+    auto waiting = std::exchange(paused, {});
+    for (auto& resume : waiting) resume();
+  }
+
+  // Reads what is available; returns false at end of stream or when nothing was there.
+  bool read_once(Rank& r, OutputStream s, bool rearm) {
+    Descriptor* d = descriptor(r, s);
+    if (d == nullptr) return false;
+    char buf[kReadChunk];
+    const ssize_t n = retry_eintr([&] { return ::read(d->native_handle(), buf, sizeof buf); });
+    if (n > 0) {
+      channel.send(FrameType::kOutput, encode_output(r.rank, s, std::string_view(buf, static_cast<size_t>(n))));
+      if (rearm) arm(r, s);
+      return true;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      if (rearm) arm(r, s);
+      return false;
+    }
+    boost::system::error_code ignored;
+    d->close(ignored);  // end of stream, or an error that no retry will mend
+    return false;
+  }
+
+  void wait_children() {
+    child_signals.async_wait([this](auto ec, int) {
+      if (ec) return;
+      reap();
+      wait_children();
+    });
+  }
+
+  void reap() {
+    int status = 0;
+    pid_t pid;
+    while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
+      auto it = by_pid.find(pid);
+      if (it == by_pid.end()) continue;
+      Rank& r = *it->second;
+      r.reaped = true;
+      // What the rank wrote before it died sits in the pipes: send it before the exit, so the
+      // launcher shows a failing rank's last lines. A pending wait then finds nothing and re-arms.
+      while (read_once(r, OutputStream::kStdout, false)) {
+      }
+      while (read_once(r, OutputStream::kStderr, false)) {
+      }
+      ExitedMsg m{r.rank, 0, 0, {}};
+      if (WIFEXITED(status)) m.exit_code = WEXITSTATUS(status);
+      if (WIFSIGNALED(status)) {
+        m.signal = WTERMSIG(status);
+        m.exit_code = 128 + m.signal;
+      }
+      send(m);
+    }
+  }
+};
+
+Agent::Agent(UniqueFd control_in, UniqueFd control_out)
+    : impl_(std::make_unique<Impl>(std::move(control_in), std::move(control_out))) {}
+
+Agent::~Agent() = default;
+
+int Agent::run() { return impl_->run(); }
+
+}  // namespace hvrun

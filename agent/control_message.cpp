@@ -1,0 +1,96 @@
+#include "agent/control_message.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include "agent/error.hpp"
+
+namespace hvrun {
+
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(HelloMsg, version, hostname, pid, free_port)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RankLaunch, rank, env)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(LaunchMsg, host, cwd, argv, env, ranks)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(StartedMsg, rank, pid)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ExitedMsg, rank, exit_code, signal, error)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(FatalMsg, error)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TerminateMsg, grace_ms)
+
+void to_json(nlohmann::json&, const ShutdownMsg&) {}
+void from_json(const nlohmann::json&, ShutdownMsg&) {}
+
+namespace {
+
+template <typename T>
+struct TypeName;
+#define HVRUN_MESSAGE_NAME(T, name)                  \
+  template <>                                        \
+  struct TypeName<T> {                               \
+    static constexpr const char* value = name;       \
+  };
+HVRUN_MESSAGE_NAME(HelloMsg, "hello")
+HVRUN_MESSAGE_NAME(LaunchMsg, "launch")
+HVRUN_MESSAGE_NAME(StartedMsg, "started")
+HVRUN_MESSAGE_NAME(ExitedMsg, "exited")
+HVRUN_MESSAGE_NAME(FatalMsg, "fatal")
+HVRUN_MESSAGE_NAME(TerminateMsg, "terminate")
+HVRUN_MESSAGE_NAME(ShutdownMsg, "shutdown")
+#undef HVRUN_MESSAGE_NAME
+
+template <std::size_t I = 0>
+ControlMessage decode_as(const std::string& type, const nlohmann::json& j, const std::string& peer) {
+  if constexpr (I == std::variant_size_v<ControlMessage>) {
+    throw ProtocolError(peer + ": unknown control message type '" + type + "'");
+  } else {
+    using T = std::variant_alternative_t<I, ControlMessage>;
+    if (type == TypeName<T>::value) return j.get<T>();
+    return decode_as<I + 1>(type, j, peer);
+  }
+}
+
+}  // namespace
+
+std::string encode_control(const ControlMessage& msg) {
+  return std::visit(
+      [](const auto& m) {
+        nlohmann::json j = m;
+        if (j.is_null()) j = nlohmann::json::object();
+        j["type"] = TypeName<std::decay_t<decltype(m)>>::value;
+        return j.dump();
+      },
+      msg);
+}
+
+ControlMessage decode_control(std::string_view payload, const std::string& peer) {
+  try {
+    const auto j = nlohmann::json::parse(payload);
+    if (!j.is_object() || !j.contains("type") || !j["type"].is_string())
+      throw ProtocolError(peer + ": control message without a type");
+    return decode_as(j["type"].get<std::string>(), j, peer);
+  } catch (const nlohmann::json::exception& e) {
+    throw ProtocolError(peer + ": malformed control message: " + e.what());
+  }
+}
+
+std::string encode_output(int rank, OutputStream stream, std::string_view bytes) {
+  std::string out;
+  out.reserve(5 + bytes.size());
+  const auto r = static_cast<std::uint32_t>(rank);
+  for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<char>((r >> shift) & 0xff));
+  out.push_back(static_cast<char>(stream));
+  out.append(bytes);
+  return out;
+}
+
+OutputChunk decode_output(std::string_view payload, const std::string& peer) {
+  if (payload.size() < 5) throw ProtocolError(peer + ": output frame shorter than its 5-byte header");
+  std::uint32_t r = 0;
+  for (int i = 0; i < 4; ++i) r = (r << 8) | static_cast<unsigned char>(payload[i]);
+  const auto stream = static_cast<unsigned char>(payload[4]);
+  if (stream != static_cast<unsigned char>(OutputStream::kStdout) &&
+      stream != static_cast<unsigned char>(OutputStream::kStderr))
+    throw ProtocolError(peer + ": output frame for unknown stream " + std::to_string(stream));
+  if (r > static_cast<std::uint32_t>(std::numeric_limits<int>::max()))
+    throw ProtocolError(peer + ": output frame for impossible rank " + std::to_string(r));
+  return OutputChunk{static_cast<int>(r), static_cast<OutputStream>(stream), std::string(payload.substr(5))};
+}
+
+}  // namespace hvrun

@@ -1,0 +1,81 @@
+#pragma once
+// The control messages between launcher and agent. Each is one JSON object with a "type" field, sent
+// in a control frame; rank output travels separately in output frames (see encode_output).
+#include <map>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace hvrun {
+
+// agent → launcher, first message: who and where the agent is.
+struct HelloMsg {
+  std::string version;
+  std::string hostname;  // gethostname() on the agent's host
+  int pid = 0;
+  int free_port = 0;     // a TCP port free on this host (MASTER_PORT when rank 0 lives here)
+};
+
+struct RankLaunch {
+  int rank = 0;
+  std::map<std::string, std::string> env;  // the rank contract; overrides LaunchMsg::env
+};
+
+// launcher → agent: start these ranks.
+struct LaunchMsg {
+  std::string host;                        // the host as the user named it, for messages
+  std::string cwd;
+  std::vector<std::string> argv;
+  std::map<std::string, std::string> env;  // common to all ranks
+  std::vector<RankLaunch> ranks;
+};
+
+// agent → launcher: a rank's process exists.
+struct StartedMsg {
+  int rank = 0;
+  int pid = 0;
+};
+
+// agent → launcher: a rank ended. `signal` is non-zero when it was killed; `error` is set when it
+// never ran (exit_code 127 for a command that cannot be executed).
+struct ExitedMsg {
+  int rank = 0;
+  int exit_code = 0;
+  int signal = 0;
+  std::string error;
+};
+
+// agent → launcher: the agent cannot do what it was asked (e.g. the working directory is missing).
+struct FatalMsg {
+  std::string error;
+};
+
+// launcher → agent: stop every rank: SIGTERM to each process group, SIGKILL after grace_ms.
+struct TerminateMsg {
+  int grace_ms = 0;
+};
+
+// launcher → agent: the job is over; kill what is left of the ranks' groups and exit.
+struct ShutdownMsg {};
+
+using ControlMessage =
+    std::variant<HelloMsg, LaunchMsg, StartedMsg, ExitedMsg, FatalMsg, TerminateMsg, ShutdownMsg>;
+
+std::string encode_control(const ControlMessage& msg);
+// Throws ProtocolError naming `peer` for malformed JSON, an unknown type or missing/mistyped fields.
+ControlMessage decode_control(std::string_view payload, const std::string& peer);
+
+enum class OutputStream : unsigned char { kStdout = 1, kStderr = 2 };
+
+struct OutputChunk {
+  int rank = 0;
+  OutputStream stream = OutputStream::kStdout;
+  std::string bytes;
+};
+
+// Output frame payload: 4-byte big-endian rank, 1-byte stream, raw bytes.
+std::string encode_output(int rank, OutputStream stream, std::string_view bytes);
+OutputChunk decode_output(std::string_view payload, const std::string& peer);
+
+}  // namespace hvrun

@@ -1,0 +1,41 @@
+#pragma once
+// Starting one rank: its own process group, its working directory and environment, stdout and
+// stderr on pipes, stdin from /dev/null, and SIGKILL if the agent dies (PR_SET_PDEATHSIG).
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "agent/error.hpp"
+#include "agent/unique_fd.hpp"
+
+namespace hvrun {
+
+struct RankSpawnSpec {
+  std::vector<std::string> argv;  // argv[0] is looked up in the rank's own PATH
+  std::vector<std::string> env;   // "NAME=value"
+  std::string cwd;
+};
+
+struct RankProcess {
+  pid_t pid = -1;        // also the process group id
+  UniqueFd out, err;     // read ends, close-on-exec
+};
+
+// Forks and execs. Returns once the exec has happened; a failed chdir or exec comes back as a thrown
+// SpawnError carrying the text users see ("cannot execute 'X': No such file or directory"); the
+// failed child has already been reaped.
+RankProcess spawn_rank(const RankSpawnSpec& spec);
+
+class SpawnError : public Error {
+ public:
+  using Error::Error;
+};
+
+// Sends `sig` to the process group led by `pgid`; a group that no longer exists is not an error.
+void signal_group(pid_t pgid, int sig);
+
+// "SIGSEGV" for 11; "signal 64" for numbers without a name.
+std::string signal_name(int sig);
+
+}  // namespace hvrun

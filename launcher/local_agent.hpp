@@ -1,0 +1,35 @@
+#pragma once
+// The agent for a host that is this machine: the hvrun-agent binary beside hvrun, started over a
+// socketpair (the same protocol as over SSH), in its own process group so that a Ctrl-C on the
+// terminal reaches only hvrun, which then tears down in order.
+#include <sys/types.h>
+
+#include <chrono>
+#include <string>
+
+#include "agent/unique_fd.hpp"
+
+namespace hvrun {
+
+class LocalAgent {
+ public:
+  // Starts `agent_path`; the agent gets SIGTERM if hvrun dies (PR_SET_PDEATHSIG), and sees its
+  // channel close, either of which makes it kill its ranks.
+  explicit LocalAgent(const std::string& agent_path);
+  ~LocalAgent();  // reaps the agent, killing it if it is still there
+  LocalAgent(const LocalAgent&) = delete;
+  LocalAgent& operator=(const LocalAgent&) = delete;
+
+  UniqueFd take_channel() { return std::move(channel_); }
+  // Waits up to `timeout` for the agent to exit, then kills it; returns its wait status.
+  int reap(std::chrono::milliseconds timeout);
+
+ private:
+  pid_t pid_ = -1;
+  UniqueFd channel_;
+};
+
+// hvrun-agent in the directory of the running hvrun binary.
+std::string default_agent_path();
+
+}  // namespace hvrun

@@ -1,0 +1,52 @@
+#pragma once
+// Where rank output goes: each rank's stdout and stderr are cut into lines (LineSplitter) and written
+// to hvrun's stdout/stderr behind "[RANK]<stdout>:" / "[RANK]<stderr>:", one write per line so lines
+// never interleave; with --output-filename also raw into DIR/rank.N/{stdout,stderr}. The last stderr
+// lines of each rank are kept for the failure report.
+#include <deque>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "agent/control_message.hpp"
+#include "agent/unique_fd.hpp"
+#include "launcher/line_splitter.hpp"
+
+namespace hvrun {
+
+struct OutputOptions {
+  std::string directory;         // --output-filename; empty: no files
+  bool timestamp = false;        // --prefix-output-with-timestamp
+  int stdout_fd = 1;
+  int stderr_fd = 2;
+  std::size_t keep_stderr_lines = 10;
+};
+
+class OutputMux {
+ public:
+  // Creates DIR/rank.N/ for every rank up front, so a bad directory fails before anything starts
+  // (UsageError naming --output-filename and the path).
+  OutputMux(int size, OutputOptions options);
+
+  void write(int rank, OutputStream stream, std::string_view bytes);
+  // The rank's streams are over (it exited): print partial lines as lines.
+  void flush(int rank);
+  const std::deque<std::string>& last_stderr(int rank) const { return ranks_.at(rank).tail; }
+
+ private:
+  struct RankOutput {
+    LineSplitter out, err;
+    UniqueFd out_file, err_file;
+    std::deque<std::string> tail;
+  };
+  void emit(int rank, OutputStream stream, std::string_view line);
+
+  OutputOptions options_;
+  std::vector<RankOutput> ranks_;
+  bool stdout_broken_ = false, stderr_broken_ = false;
+};
+
+// Writes all of `bytes`, retrying EINTR and waiting out EAGAIN; false when the reader went away.
+bool write_fully(int fd, std::string_view bytes);
+
+}  // namespace hvrun

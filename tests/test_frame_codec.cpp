@@ -1,0 +1,97 @@
+#include <catch2/catch.hpp>
+
+#include "agent/control_message.hpp"
+#include "agent/error.hpp"
+#include "agent/frame_codec.hpp"
+
+using namespace hvrun;
+
+TEST_CASE("frames round-trip whole and byte by byte", "[wire]") {
+  const std::string a = encode_frame(FrameType::kControl, R"({"type":"shutdown"})");
+  const std::string b = encode_frame(FrameType::kOutput, std::string("\0\x01binary\xff", 9));
+  const std::string e = encode_frame(FrameType::kOutput, "");
+  const std::string stream = a + b + e;
+  for (std::size_t step : {std::size_t{1}, std::size_t{5}, stream.size()}) {
+    FrameDecoder d("peer");
+    std::vector<Frame> got;
+    for (std::size_t i = 0; i < stream.size(); i += step) {
+      d.feed(std::string_view(stream).substr(i, step));
+      while (auto f = d.next()) got.push_back(std::move(*f));
+    }
+    d.finish();
+    REQUIRE(got.size() == 3);
+    CHECK(got[0].type == FrameType::kControl);
+    CHECK(got[0].payload == R"({"type":"shutdown"})");
+    CHECK(got[1].type == FrameType::kOutput);
+    CHECK(got[1].payload == std::string("\0\x01binary\xff", 9));
+    CHECK(got[2].payload.empty());
+  }
+}
+
+TEST_CASE("bad frames are errors that name the peer", "[wire]") {
+  SECTION("garbage fails at the first wrong byte") {
+    FrameDecoder d("agent on b");
+    d.feed("GET ");
+    REQUIRE_THROWS_WITH(d.next(), Catch::Contains("agent on b") && Catch::Contains("magic"));
+  }
+  SECTION("oversized length") {
+    std::string f = encode_frame(FrameType::kControl, "x");
+    f[8] = '\x7f';
+    FrameDecoder d("agent on b");
+    d.feed(f);
+    REQUIRE_THROWS_WITH(d.next(), Catch::Contains("agent on b") && Catch::Contains("exceeds"));
+  }
+  SECTION("wrong version") {
+    std::string f = encode_frame(FrameType::kControl, "x");
+    f[4] = 9;
+    FrameDecoder d("p");
+    d.feed(f);
+    REQUIRE_THROWS_WITH(d.next(), Catch::Contains("wire version 9"));
+  }
+  SECTION("unknown type") {
+    std::string f = encode_frame(FrameType::kControl, "x");
+    f[5] = 7;
+    FrameDecoder d("p");
+    d.feed(f);
+    REQUIRE_THROWS_AS(d.next(), ProtocolError);
+  }
+  SECTION("truncated at end of stream") {
+    std::string f = encode_frame(FrameType::kControl, "hello");
+    FrameDecoder d("agent on c");
+    d.feed(f.substr(0, f.size() - 1));
+    CHECK_FALSE(d.next());
+    REQUIRE_THROWS_WITH(d.finish(), Catch::Contains("agent on c") && Catch::Contains("truncated"));
+  }
+  SECTION("encoding refuses an oversized payload") {
+    REQUIRE_THROWS_AS(encode_frame(FrameType::kOutput, std::string(kMaxFramePayload + 1, 'x')), ProtocolError);
+  }
+}
+
+TEST_CASE("control messages round-trip and reject malformed input", "[wire]") {
+  LaunchMsg launch{"b", "/tmp", {"sh", "-c", "true"}, {{"PATH", "/bin"}}, {{3, {{"HVRUN_RANK", "3"}}}}};
+  const auto decoded = decode_control(encode_control(launch), "p");
+  const auto& l = std::get<LaunchMsg>(decoded);
+  CHECK(l.host == "b");
+  CHECK(l.argv == launch.argv);
+  CHECK(l.ranks.at(0).rank == 3);
+  CHECK(l.ranks.at(0).env.at("HVRUN_RANK") == "3");
+  CHECK(std::holds_alternative<ShutdownMsg>(decode_control(encode_control(ShutdownMsg{}), "p")));
+  const auto ex = std::get<ExitedMsg>(decode_control(encode_control(ExitedMsg{2, 139, 11, ""}), "p"));
+  CHECK(ex.signal == 11);
+
+  for (const char* bad : {"", "{", "[]", R"({"type":7})", R"({"type":"nope"})", R"({"type":"exited","rank":"x"})",
+                          R"({"type":"hello"})"}) {
+    INFO(bad);
+    REQUIRE_THROWS_WITH(decode_control(bad, "agent on d"), Catch::Contains("agent on d"));
+  }
+}
+
+TEST_CASE("output chunks carry rank, stream and raw bytes", "[wire]") {
+  const std::string bytes("a\0b\xfe", 4);
+  const auto c = decode_output(encode_output(12, OutputStream::kStderr, bytes), "p");
+  CHECK(c.rank == 12);
+  CHECK(c.stream == OutputStream::kStderr);
+  CHECK(c.bytes == bytes);
+  REQUIRE_THROWS_AS(decode_output("abc", "p"), ProtocolError);
+  REQUIRE_THROWS_AS(decode_output(std::string("\0\0\0\1\x09", 5), "p"), ProtocolError);
+}

@@ -1,0 +1,174 @@
+// End-to-end runs of the real hvrun binary on this host: the rank contract, failure propagation,
+// signals, and that nothing is left running afterwards (found by a marker in the ranks' environment).
+#include <catch2/catch.hpp>
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include "tests/support/child_process.hpp"
+
+using namespace hvrun::test;
+using namespace std::chrono_literals;
+
+namespace {
+std::vector<std::string> hvrun_args(std::vector<std::string> args) {
+  args.insert(args.begin(), hvrun_bin());
+  return args;
+}
+}  // namespace
+
+TEST_CASE("four local ranks each get the rank contract", "[integration]") {
+  const std::string marker = unique_marker();
+  auto r = run(hvrun_args({"-np", "4", "-H", "localhost:4", "-x", marker, "sh", "-c",
+                           "echo R=$HVRUN_RANK S=$HVRUN_SIZE L=$HVRUN_LOCAL_RANK/$HVRUN_LOCAL_SIZE "
+                           "C=$HVRUN_CROSS_RANK/$HVRUN_CROSS_SIZE T=$RANK/$WORLD_SIZE/$LOCAL_RANK "
+                           "H=$HOROVOD_RANK I=$HVRUN_IFACE N=$NCCL_SOCKET_IFNAME M=$MASTER_ADDR:$MASTER_PORT "
+                           "D=$(pwd)"}),
+               30s);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  const std::string cwd = std::filesystem::current_path().string();
+  std::smatch m;
+  std::string port;
+  for (int rank = 0; rank < 4; ++rank) {
+    const std::regex line("\\[" + std::to_string(rank) + "\\]<stdout>:R=" + std::to_string(rank) +
+                          " S=4 L=" + std::to_string(rank) + "/4 C=0/1 T=" + std::to_string(rank) + "/4/" +
+                          std::to_string(rank) + " H=" + std::to_string(rank) +
+                          " I=lo N==lo M=127\\.0\\.0\\.1:(\\d+) D=(.*)\n");
+    REQUIRE(std::regex_search(r.out, m, line));
+    CHECK(m[2] == cwd);
+    if (port.empty()) port = m[1];
+    CHECK(m[1] == port);  // every rank agrees on MASTER_PORT
+  }
+  CHECK(std::stoi(port) > 0);
+  CHECK(wait_until_gone(marker, 2s).empty());
+}
+
+TEST_CASE("a failing rank's exit code becomes hvrun's and the others are stopped at once", "[integration]") {
+  const std::string marker = unique_marker();
+  auto r = run(hvrun_args({"-np", "3", "-H", "localhost:3", "-x", marker, "sh", "-c",
+                           "[ \"$HVRUN_RANK\" = 1 ] && { echo 'first words' >&2; echo 'dying now' >&2; exit 7; }; "
+                           "sleep 60 & exec sleep 60"}),
+               20s);
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 7);
+  CHECK(r.elapsed < 5s);
+  CHECK_THAT(r.err, Catch::Contains("rank 1 on localhost: exited with code 7"));
+  CHECK_THAT(r.err, Catch::Contains("    first words\n    dying now"));
+  CHECK_THAT(r.err, Catch::Contains("stopping the other 2 ranks"));
+  // The background `sleep 60` of each rank is in the rank's process group and dies with it.
+  CHECK(wait_until_gone(marker, 2s).empty());
+}
+
+TEST_CASE("a rank killed by a signal is reported by the signal's name", "[integration]") {
+  const std::string marker = unique_marker();
+  auto r = run(hvrun_args({"-np", "2", "-x", marker, "sh", "-c",
+                           "[ \"$HVRUN_RANK\" = 0 ] && kill -SEGV $$; exec sleep 60"}),
+               20s);
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 128 + SIGSEGV);
+  CHECK_THAT(r.err, Catch::Contains("rank 0 on localhost: killed by SIGSEGV"));
+  CHECK(wait_until_gone(marker, 2s).empty());
+}
+
+TEST_CASE("a command that cannot be executed exits 127 naming rank, host and command", "[integration]") {
+  auto r = run(hvrun_args({"-np", "2", "hvrun-no-such-command-xyz", "arg"}), 20s);
+  CHECK(r.exit_code == 127);
+  CHECK_THAT(r.err, Catch::Contains("on localhost: cannot execute 'hvrun-no-such-command-xyz': No such file or directory"));
+}
+
+TEST_CASE("Ctrl-C and SIGTERM stop every rank and exit 130 and 143", "[integration]") {
+  for (int sig : {SIGINT, SIGTERM}) {
+    const std::string marker = unique_marker();
+    ChildProcess p(hvrun_args({"-np", "3", "-x", marker, "sh", "-c",
+                               "trap 'echo got-term >&2; exit 1' TERM; echo ready; while :; do sleep 0.1; done"}));
+    REQUIRE(p.wait_for_stdout("<stdout>:ready", 3, 20s));
+    p.signal(sig);
+    auto r = p.wait(10s);
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 128 + sig);
+    CHECK_THAT(r.err, Catch::Contains(sig == SIGINT ? "received SIGINT" : "received SIGTERM"));
+    CHECK_THAT(r.err, Catch::Contains("got-term"));  // the ranks saw SIGTERM first, so they could clean up
+    CHECK(wait_until_gone(marker, 2s).empty());
+  }
+}
+
+TEST_CASE("a rank that ignores SIGTERM is killed after --kill-grace", "[integration]") {
+  const std::string marker = unique_marker();
+  ChildProcess p(hvrun_args({"-np", "2", "--kill-grace", "0.5", "-x", marker, "sh", "-c",
+                             "trap '' TERM; echo ready; while :; do sleep 0.1; done"}));
+  REQUIRE(p.wait_for_stdout("<stdout>:ready", 2, 20s));
+  p.signal(SIGINT);
+  auto r = p.wait(10s);
+  CHECK(r.exit_code == 130);
+  CHECK(r.elapsed < 10s);
+  CHECK(wait_until_gone(marker, 2s).empty());
+}
+
+TEST_CASE("hvrun killed by SIGKILL leaves no rank running", "[integration]") {
+  const std::string marker = unique_marker();
+  ChildProcess p(hvrun_args({"-np", "4", "-x", marker, "sh", "-c", "sleep 60 & echo ready; exec sleep 60"}));
+  REQUIRE(p.wait_for_stdout("<stdout>:ready", 4, 20s));
+  REQUIRE(processes_with_marker(marker).size() >= 8);
+  p.signal(SIGKILL);
+  p.wait(5s);
+  const auto left = wait_until_gone(marker, 2s);
+  CHECK(left.empty());
+}
+
+TEST_CASE("output keeps its lines: \\r, a last line without newline, files per rank", "[integration]") {
+  const auto dir = std::filesystem::temp_directory_path() / ("hvrun-out-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  auto r = run(hvrun_args({"-np", "2", "--output-filename", dir.string(), "sh", "-c",
+                           "printf '10%%\\r100%%\\n'; printf 'to err' >&2; printf 'no newline'"}),
+               20s);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string p = "[" + std::to_string(rank) + "]<stdout>:";
+    CHECK_THAT(r.out, Catch::Contains(p + "10%\n" + p + "100%\n" + p + "no newline\n"));
+    CHECK_THAT(r.err, Catch::Contains("[" + std::to_string(rank) + "]<stderr>:to err\n"));
+    std::ifstream f(dir / ("rank." + std::to_string(rank)) / "stdout");
+    std::string content((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    CHECK(content == "10%\r100%\nno newline");
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("--dry-run prints the plan and each rank's environment and starts nothing", "[integration]") {
+  const std::string marker = unique_marker();
+  auto r = run(hvrun_args({"--dry-run", "-np", "3", "-H", "localhost:2,127.0.0.1:2", "-x", marker, "sh", "-c",
+                           "touch /tmp/hvrun-dry-run-must-not-exist"}),
+               20s);
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("host localhost: slots 2, ranks 0-1"));
+  CHECK_THAT(r.out, Catch::Contains("host 127.0.0.1: slots 2, ranks 2-2"));
+  CHECK_THAT(r.out, Catch::Contains("[2] HVRUN_CROSS_RANK=1"));
+  CHECK_THAT(r.out, Catch::Contains("[1] HVRUN_LOCAL_RANK=1"));
+  CHECK_FALSE(std::filesystem::exists("/tmp/hvrun-dry-run-must-not-exist"));
+}
+
+TEST_CASE("two local host entries run as two hosts with cross ranks", "[integration]") {
+  auto r = run(hvrun_args({"-H", "localhost:2,127.0.0.1:1", "sh", "-c",
+                           "echo X=$HVRUN_CROSS_RANK/$HVRUN_CROSS_SIZE G=$GROUP_RANK"}),
+               20s);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("[0]<stdout>:X=0/2 G=0"));
+  CHECK_THAT(r.out, Catch::Contains("[1]<stdout>:X=0/1 G=0"));
+  CHECK_THAT(r.out, Catch::Contains("[2]<stdout>:X=1/2 G=1"));
+}
+
+TEST_CASE("usage errors exit 2 with one line", "[integration]") {
+  for (auto args : std::vector<std::vector<std::string>>{
+           {"-H", "a:0", "true"}, {"-np", "2"}, {"-p", "70000", "-H", "a", "true"}, {"--no-such-flag", "true"}}) {
+    auto r = run(hvrun_args(args), 10s);
+    INFO(args[0] << ": " << r.err);
+    CHECK(r.exit_code == 2);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    CHECK_THAT(r.err, Catch::StartsWith("hvrun: error: "));
+  }
+}

@@ -1,0 +1,95 @@
+#include <catch2/catch.hpp>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "agent/error.hpp"
+#include "launcher/output_mux.hpp"
+
+using namespace hvrun;
+
+namespace {
+// Captures what the mux writes to "stdout" and "stderr" through pipes.
+struct Capture {
+  int out[2], err[2];
+  Capture() {
+    REQUIRE(::pipe(out) == 0);
+    REQUIRE(::pipe(err) == 0);
+  }
+  ~Capture() {
+    for (int fd : {out[0], out[1], err[0], err[1]}) ::close(fd);
+  }
+  static std::string drain(int fd) {
+    std::string s;
+    char buf[4096];
+    ::fcntl(fd, F_SETFL, O_NONBLOCK);
+    ssize_t n;
+    while ((n = ::read(fd, buf, sizeof buf)) > 0) s.append(buf, static_cast<size_t>(n));
+    return s;
+  }
+};
+std::string slurp(const std::filesystem::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+}  // namespace
+
+TEST_CASE("output lines get rank and stream prefixes and never mix", "[output]") {
+  Capture c;
+  OutputMux mux(3, OutputOptions{"", false, c.out[1], c.err[1], 10});
+  mux.write(0, OutputStream::kStdout, "hel");
+  mux.write(2, OutputStream::kStdout, "other\n");
+  mux.write(0, OutputStream::kStdout, "lo\npartial");
+  mux.write(1, OutputStream::kStderr, "oops\r\n");
+  mux.flush(0);
+  CHECK(Capture::drain(c.out[0]) == "[2]<stdout>:other\n[0]<stdout>:hello\n[0]<stdout>:partial\n");
+  CHECK(Capture::drain(c.err[0]) == "[1]<stderr>:oops\n");
+}
+
+TEST_CASE("the last ten stderr lines of each rank are kept", "[output]") {
+  Capture c;
+  OutputMux mux(2, OutputOptions{"", false, c.out[1], c.err[1], 10});
+  for (int i = 0; i < 25; ++i) mux.write(1, OutputStream::kStderr, "line " + std::to_string(i) + "\n");
+  mux.write(1, OutputStream::kStdout, "not stderr\n");
+  const auto& tail = mux.last_stderr(1);
+  REQUIRE(tail.size() == 10);
+  CHECK(tail.front() == "line 15");
+  CHECK(tail.back() == "line 24");
+  CHECK(mux.last_stderr(0).empty());
+  Capture::drain(c.err[0]);
+}
+
+TEST_CASE("timestamps prefix lines in ISO 8601", "[output]") {
+  Capture c;
+  OutputMux mux(1, OutputOptions{"", true, c.out[1], c.err[1], 10});
+  mux.write(0, OutputStream::kStdout, "x\n");
+  const std::string got = Capture::drain(c.out[0]);
+  CHECK(std::regex_match(got, std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z\[0\]<stdout>:x\n)")));
+}
+
+TEST_CASE("--output-filename writes each rank's raw streams to DIR/rank.N", "[output]") {
+  const auto dir = std::filesystem::temp_directory_path() / ("hvrun-mux-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  {
+    Capture c;
+    OutputMux mux(2, OutputOptions{dir.string(), false, c.out[1], c.err[1], 10});
+    mux.write(1, OutputStream::kStdout, "a\rb\n");
+    mux.write(1, OutputStream::kStderr, "err");
+    Capture::drain(c.out[0]);
+  }
+  CHECK(slurp(dir / "rank.1" / "stdout") == "a\rb\n");
+  CHECK(slurp(dir / "rank.1" / "stderr") == "err");
+  CHECK(std::filesystem::exists(dir / "rank.0" / "stdout"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("an output directory that cannot be made names the flag", "[output]") {
+  REQUIRE_THROWS_WITH(OutputMux(1, OutputOptions{"/proc/hvrun-cannot-write/x", false, 1, 2, 10}),
+                      Catch::Contains("--output-filename") && Catch::Contains("/proc/hvrun-cannot-write"));
+}
