@@ -15,12 +15,15 @@
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <map>
+#include <optional>
 #include <spdlog/spdlog.h>
 #include <vector>
 
 #include "agent/control_message.hpp"
+#include "agent/duration_text.hpp"
 #include "agent/error.hpp"
 #include "agent/frame_channel.hpp"
+#include "agent/job_secret.hpp"
 #include "agent/rank_process.hpp"
 #include "hvrun/version.hpp"
 
@@ -69,13 +72,19 @@ struct Agent::Impl {
       : channel(io, std::move(in), std::move(out), "launcher"),
         child_signals(io, SIGCHLD),
         stop_signals(io, SIGTERM, SIGINT, SIGHUP),
-        kill_timer(io) {}
+        kill_timer(io),
+        heartbeat_timer(io),
+        watchdog(io) {}
 
   asio::io_context io;
   FrameChannel channel;
   asio::signal_set child_signals;
   asio::signal_set stop_signals;
   asio::steady_timer kill_timer;
+  asio::steady_timer heartbeat_timer;
+  asio::steady_timer watchdog;
+  std::chrono::milliseconds heartbeat{0};
+  std::optional<JobSecret> secret;
   std::vector<std::unique_ptr<Rank>> ranks;
   std::map<pid_t, Rank*> by_pid;
   std::vector<std::function<void()>> paused;  // readers waiting for the channel to drain
@@ -103,6 +112,7 @@ struct Agent::Impl {
   }
 
   void on_frame(Frame&& frame) {
+    rearm_watchdog();
     try {
       if (frame.type != FrameType::kControl) throw ProtocolError("launcher: unexpected output frame");
       std::visit([this](auto&& m) { handle(m); }, decode_control(frame.payload, "launcher"));
@@ -111,7 +121,38 @@ struct Agent::Impl {
     }
   }
 
+  void handle(const JobMsg& m) {
+    if (secret) throw ProtocolError("launcher: a second job message");
+    secret = JobSecret::from_hex(m.secret);
+    heartbeat = std::chrono::milliseconds(m.heartbeat_ms);
+    rearm_watchdog();
+    send_heartbeats();
+  }
+
+  void handle(const HeartbeatMsg&) {}
+
+  // Nothing from the launcher for a whole heartbeat period: it is dead or cut off (a pulled cable
+  // leaves the SSH connection open but silent), and its ranks must not outlive it.
+  void rearm_watchdog() {
+    if (heartbeat.count() <= 0) return;
+    watchdog.expires_after(heartbeat);
+    watchdog.async_wait([this](auto ec) {
+      if (!ec)
+        on_launcher_gone("no message from the launcher for " + seconds_text(heartbeat));
+    });
+  }
+
+  void send_heartbeats() {
+    heartbeat_timer.expires_after(heartbeat / 4);
+    heartbeat_timer.async_wait([this](auto ec) {
+      if (ec || finished) return;
+      send(HeartbeatMsg{});
+      send_heartbeats();
+    });
+  }
+
   void handle(const LaunchMsg& m) {
+    if (!secret) throw ProtocolError("launcher: launch before the job message");
     if (launched) throw ProtocolError("launcher: a second launch request");
     launched = true;
     struct stat st{};
@@ -176,6 +217,8 @@ struct Agent::Impl {
 
   void finish() {
     finished = true;
+    heartbeat_timer.cancel();
+    watchdog.cancel();
     channel.close();
     io.stop();
   }

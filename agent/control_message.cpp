@@ -14,8 +14,12 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ExitedMsg, rank, exit_code, signal, error)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(FatalMsg, error)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TerminateMsg, grace_ms)
 
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(JobMsg, secret, heartbeat_ms)
+
 void to_json(nlohmann::json&, const ShutdownMsg&) {}
 void from_json(const nlohmann::json&, ShutdownMsg&) {}
+void to_json(nlohmann::json&, const HeartbeatMsg&) {}
+void from_json(const nlohmann::json&, HeartbeatMsg&) {}
 
 namespace {
 
@@ -26,6 +30,8 @@ struct TypeName;
   struct TypeName<T> {                               \
     static constexpr const char* value = name;       \
   };
+HVRUN_MESSAGE_NAME(JobMsg, "job")
+HVRUN_MESSAGE_NAME(HeartbeatMsg, "heartbeat")
 HVRUN_MESSAGE_NAME(HelloMsg, "hello")
 HVRUN_MESSAGE_NAME(LaunchMsg, "launch")
 HVRUN_MESSAGE_NAME(StartedMsg, "started")

@@ -9,6 +9,16 @@
 
 namespace hvrun {
 
+// launcher → agent, first message: the job's secret and how often each side must hear the other.
+// Either side that hears nothing for heartbeat_ms decides the other is gone.
+struct JobMsg {
+  std::string secret;  // JobSecret::hex(); never logged
+  int heartbeat_ms = 0;
+};
+
+// both ways, every heartbeat_ms / 4 when nothing else was sent.
+struct HeartbeatMsg {};
+
 // agent → launcher, first message: who and where the agent is.
 struct HelloMsg {
   std::string version;
@@ -60,7 +70,7 @@ struct TerminateMsg {
 struct ShutdownMsg {};
 
 using ControlMessage =
-    std::variant<HelloMsg, LaunchMsg, StartedMsg, ExitedMsg, FatalMsg, TerminateMsg, ShutdownMsg>;
+    std::variant<JobMsg, HeartbeatMsg, HelloMsg, LaunchMsg, StartedMsg, ExitedMsg, FatalMsg, TerminateMsg, ShutdownMsg>;
 
 std::string encode_control(const ControlMessage& msg);
 // Throws ProtocolError naming `peer` for malformed JSON, an unknown type or missing/mistyped fields.

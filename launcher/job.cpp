@@ -16,7 +16,9 @@
 
 #include "agent/control_message.hpp"
 #include "agent/error.hpp"
+#include "agent/duration_text.hpp"
 #include "agent/frame_channel.hpp"
+#include "agent/job_secret.hpp"
 #include "agent/rank_process.hpp"
 #include "hvrun/version.hpp"
 #include "launcher/host_locality.hpp"
@@ -72,6 +74,7 @@ struct Job::Impl {
     std::unique_ptr<LocalAgent> local;
     std::unique_ptr<FrameChannel> channel;
     std::optional<HelloMsg> hello;
+    std::unique_ptr<asio::steady_timer> watchdog;
     bool closed = false;
   };
   struct RankState {
@@ -84,13 +87,17 @@ struct Job::Impl {
       : options(std::move(o)),
         plan(options.hosts, options.np, options.no_oversubscribe),
         signals(io, SIGINT, SIGTERM),
-        deadline(io) {}
+        deadline(io),
+        heartbeat_timer(io),
+        secret(JobSecret::generate()) {}
 
   LaunchOptions options;
   RankPlan plan;
   asio::io_context io;
   asio::signal_set signals;
   asio::steady_timer deadline;
+  asio::steady_timer heartbeat_timer;
+  JobSecret secret;
   std::vector<Host> hosts;
   std::vector<RankState> ranks;
   std::unique_ptr<OutputMux> output;
@@ -146,13 +153,45 @@ struct Job::Impl {
       for (int r = hp.first_rank; r < hp.first_rank + hp.local_size; ++r) ranks[r].host = hosts.size();
       hosts.push_back(std::move(h));
     }
-    for (std::size_t i = 0; i < hosts.size(); ++i) {
-      hosts[i].channel->start({
-          .on_frame = [this, i](Frame&& f) { on_frame(i, std::move(f)); },
-          .on_closed = [this, i](const std::string& error) { on_agent_closed(i, error); },
-          .on_drained = {},
-      });
-    }
+    for (std::size_t i = 0; i < hosts.size(); ++i) attach(i);
+    send_heartbeats();
+  }
+
+  // Starts the conversation with the agent of hosts[i], whose channel is in place.
+  void attach(std::size_t i) {
+    Host& h = hosts[i];
+    h.watchdog = std::make_unique<asio::steady_timer>(io);
+    h.channel->start({
+        .on_frame = [this, i](Frame&& f) { on_frame(i, std::move(f)); },
+        .on_closed = [this, i](const std::string& error) { on_agent_closed(i, error); },
+        .on_drained = {},
+    });
+    h.channel->send(FrameType::kControl,
+                    encode_control(JobMsg{secret.hex(), static_cast<int>(options.heartbeat_timeout.count())}));
+    rearm_watchdog(i);
+  }
+
+  // A host whose agent sends nothing for a heartbeat period is cut off or dead; its SSH connection
+  // may still look open, so only silence tells.
+  void rearm_watchdog(std::size_t i) {
+    Host& h = hosts[i];
+    h.watchdog->expires_after(options.heartbeat_timeout);
+    h.watchdog->async_wait([this, i](auto ec) {
+      if (ec || hosts[i].closed) return;
+      hosts[i].channel->close();
+      on_agent_closed(i, "no answer for " + seconds_text(options.heartbeat_timeout) +
+                             " (host down or network cut?); raise --heartbeat-timeout if it is only slow");
+    });
+  }
+
+  void send_heartbeats() {
+    heartbeat_timer.expires_after(options.heartbeat_timeout / 4);
+    heartbeat_timer.async_wait([this](auto ec) {
+      if (ec || phase == Phase::kDone) return;
+      for (Host& h : hosts)
+        if (!h.closed) h.channel->send(FrameType::kControl, encode_control(HeartbeatMsg{}));
+      send_heartbeats();
+    });
   }
 
   void on_hello(std::size_t i, HelloMsg m) {
@@ -210,14 +249,15 @@ struct Job::Impl {
     std::string missing;
     for (const Host& h : hosts)
       if (!h.hello) missing += (missing.empty() ? "" : ", ") + h.name;
-    fail_job("agents did not start within " + std::to_string(options.start_timeout.count() / 1000.0).substr(0, 4) +
-             " s on: " + missing + "; raise --start-timeout or check those hosts");
+    fail_job("agents did not start within " + seconds_text(options.start_timeout) + " on: " + missing +
+             "; raise --start-timeout or check those hosts");
   }
 
   // ---- events ------------------------------------------------------------------------------------
 
   void on_frame(std::size_t i, Frame&& f) {
     Host& h = hosts[i];
+    rearm_watchdog(i);
     try {
       if (f.type == FrameType::kOutput) {
         OutputChunk c = decode_output(f.payload, h.channel->peer());
@@ -239,6 +279,7 @@ struct Job::Impl {
   }
 
   void handle(std::size_t i, HelloMsg m) { on_hello(i, std::move(m)); }
+  void handle(std::size_t, HeartbeatMsg) {}
 
   void handle(std::size_t i, StartedMsg m) {
     check_rank_of(i, m.rank);
@@ -283,6 +324,7 @@ struct Job::Impl {
     Host& h = hosts[i];
     if (h.closed) return;
     h.closed = true;
+    h.watchdog->cancel();
     // Ranks the agent never reported are gone with it: it kills them when its channel closes.
     const HostPlan& hp = plan.hosts()[h.plan_index];
     for (int r = hp.first_rank; r < hp.first_rank + hp.local_size; ++r)
@@ -358,7 +400,11 @@ struct Job::Impl {
 
   void finish() {
     phase = Phase::kDone;
-    for (Host& h : hosts) h.channel->close();
+    for (Host& h : hosts) {
+      h.channel->close();
+      if (h.watchdog) h.watchdog->cancel();
+    }
+    heartbeat_timer.cancel();
     deadline.cancel();
     signals.cancel();
     io.stop();

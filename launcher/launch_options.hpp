@@ -19,6 +19,7 @@ struct LaunchOptions {
   std::vector<std::string> network_interfaces;  // --network-interface, comma lists split, in order
   std::chrono::milliseconds start_timeout{30'000};
   std::chrono::milliseconds kill_grace{3'000};
+  std::chrono::milliseconds heartbeat_timeout{20'000};  // --heartbeat-timeout
   std::vector<std::pair<std::string, std::optional<std::string>>> env;  // -x VAR[=VALUE]
   std::string output_filename;       // --output-filename DIR
   bool prefix_timestamp = false;

@@ -1,0 +1,30 @@
+#pragma once
+// The per-job secret: 32 random bytes (OpenSSL RAND_bytes), made by the launcher and sent to agents
+// only on their control channels. It keys the HMAC-SHA256 that proves a peer belongs to this job.
+// Never put it in argv, an environment variable of the agent, a file or a log line.
+#include <array>
+#include <string>
+#include <string_view>
+
+namespace hvrun {
+
+class JobSecret {
+ public:
+  static constexpr std::size_t kSize = 32;
+  static constexpr std::size_t kMacSize = 32;
+
+  static JobSecret generate();
+  // Throws ProtocolError for anything but 64 hex digits.
+  static JobSecret from_hex(std::string_view hex);
+  std::string hex() const;
+
+  // HMAC-SHA256 of `data` under the secret (raw 32 bytes).
+  std::string mac(std::string_view data) const;
+  // Constant-time comparison of `mac_bytes` with mac(data).
+  bool verify(std::string_view data, std::string_view mac_bytes) const;
+
+ private:
+  std::array<unsigned char, kSize> key_{};
+};
+
+}  // namespace hvrun
