@@ -12,7 +12,8 @@ namespace hvrun {
 
 struct LaunchOptions {
   int np = 0;                        // 0: all slots
-  std::vector<HostSpec> hosts;       // from -H or --hostfile (default: localhost with 1 slot)
+  std::vector<HostSpec> hosts;       // from -H (repeatable, lists joined) or --hostfile;
+                                     // default: localhost with np slots (1 without -np)
   bool no_oversubscribe = false;
   std::optional<int> ssh_port;       // -p: overrides ~/.ssh/config for every host
   std::string ssh_identity_file;     // -i
@@ -20,7 +21,8 @@ struct LaunchOptions {
   std::chrono::milliseconds start_timeout{30'000};
   std::chrono::milliseconds kill_grace{3'000};
   std::chrono::milliseconds heartbeat_timeout{20'000};  // --heartbeat-timeout
-  std::vector<std::pair<std::string, std::optional<std::string>>> env;  // -x VAR[=VALUE]
+  // -x VAR (nullopt: pass the launcher's value) or VAR=VALUE (VALUE may be empty or hold '=')
+  std::vector<std::pair<std::string, std::optional<std::string>>> env;
   std::string output_filename;       // --output-filename DIR
   bool prefix_timestamp = false;
   bool verbose = false;
@@ -40,7 +42,10 @@ struct CliResult {
 };
 
 // Parses argv with CLI11. --help and --version print to stdout and return kExit with code 0.
-// Every malformed value throws UsageError with one line naming the flag and the value.
+// Options end at the first positional (the command) or at `--`; what follows is the command, verbatim.
+// `-np N` and `-np=N` are accepted as `--num-proc`. A command is required unless --check-only.
+// Every malformed value, unknown option or missing command throws UsageError with one line naming
+// the flag and the value; -H/--hostfile contents are parsed here too (see host_list.hpp).
 CliResult parse_command_line(int argc, const char* const* argv);
 
 }  // namespace hvrun

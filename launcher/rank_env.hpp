@@ -2,6 +2,7 @@
 // The rank contract: the environment every rank gets on top of the launcher's (see README).
 #include <map>
 #include <string>
+#include <vector>
 
 #include "launcher/rank_plan.hpp"
 
@@ -24,6 +25,8 @@ struct JobNetwork {
 };
 
 // The contract variables for one rank: HVRUN_*, HOROVOD_*, NCCL/GLOO_SOCKET_IFNAME, torch's env://.
+// HVRUN_STORE_ADDR/PORT/TOKEN appear only once net.store_addr is set. GROUP_RANK is rank.node_rank.
+// Throws Error when net.hosts has no entry for rank.host_index.
 std::map<std::string, std::string> rank_environment(const RankInfo& rank, const JobNetwork& net);
 
 }  // namespace hvrun

@@ -19,13 +19,16 @@ struct RankInfo {
   int local_rank = 0, local_size = 0;
   int cross_rank = 0, cross_size = 0;  // Horovod's: among hosts with more than local_rank ranks
   int host_index = 0;                  // index into RankPlan::hosts
+  int node_rank = 0;                   // index among hosts that run ranks (torch's GROUP_RANK)
 };
 
 class RankPlan {
  public:
-  // np <= 0 means "all slots". np above the total slots spreads ranks in proportion to slots (largest
-  // remainder, ties to the earlier host) unless `no_oversubscribe`, which makes it a UsageError naming
-  // both numbers. Hosts left with no rank stay in hosts() with local_size 0.
+  // np <= 0 means "all slots". np below the total fills hosts in order, so later hosts may get none.
+  // np above the total spreads ranks in proportion to slots (largest remainder, ties to the earlier
+  // host) unless `no_oversubscribe`, which makes it a UsageError naming both numbers. Hosts left with
+  // no rank stay in hosts() with local_size 0 and count for nothing else (cross ranks, node ranks).
+  // An empty host list, or slots that add up past INT_MAX, is a UsageError.
   RankPlan(std::vector<HostSpec> hosts, int np, bool no_oversubscribe);
 
   int size() const { return size_; }

@@ -1,0 +1,274 @@
+#include "launcher/launch_options.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <iostream>
+#include <limits>
+#include <memory>
+
+#include <CLI/CLI.hpp>
+
+#include "agent/error.hpp"
+#include "hvrun/version.hpp"
+
+namespace hvrun {
+
+namespace {
+
+constexpr const char* kUsage = "hvrun [options] [--] command [args...]";
+constexpr double kMaxSeconds = 1e9;  // keeps the millisecond count far inside int64
+
+// CLI11 has no multi-letter single-dash options, so `-np N` / `-np=N` become `--num-proc` before it
+// parses. Positions stay the same, which lets the command be taken from the untouched argv.
+std::vector<std::string> rewrite_np(std::vector<std::string> args) {
+  for (auto& a : args) {
+    if (a == "-np") {
+      a = "--num-proc";
+    } else if (a.starts_with("-np=")) {
+      a = "--num-proc=" + a.substr(4);
+    }
+  }
+  return args;
+}
+
+// Validators that also canonicalise: CLI11 converts integers with strtoll(base 0), which would read
+// `-np 010` as 8 and accept `0x10`; these accept plain decimal only and hand CLI11 the canonical text.
+CLI::Validator int_in_range(int lo, int hi, const std::string& what) {
+  return CLI::Validator(
+      [lo, hi, what](std::string& input) -> std::string {
+        int value = 0;
+        const auto* end = input.data() + input.size();
+        const auto [ptr, ec] = std::from_chars(input.data(), end, value);
+        if (input.empty() || ec != std::errc() || ptr != end || value < lo || value > hi) {
+          return "'" + input + "' is not " + what;
+        }
+        input = std::to_string(value);
+        return {};
+      },
+      "");
+}
+
+// Seconds as a decimal number, fractions allowed; `allow_zero` selects >= 0 over > 0.
+CLI::Validator seconds(bool allow_zero) {
+  return CLI::Validator(
+      [allow_zero](std::string& input) -> std::string {
+        double value = 0;
+        const auto* end = input.data() + input.size();
+        const auto [ptr, ec] = std::from_chars(input.data(), end, value);
+        const bool ok = !input.empty() && ec == std::errc() && ptr == end && std::isfinite(value) &&
+                        (allow_zero ? value >= 0 : value > 0) && value <= kMaxSeconds;
+        if (!ok) {
+          return "'" + input + "' is not a number of seconds " + (allow_zero ? ">= 0" : "> 0") +
+                 " (at most 1e9)";
+        }
+        char buf[64];
+        const auto res = std::to_chars(buf, buf + sizeof buf, value);
+        input.assign(buf, res.ptr);
+        return {};
+      },
+      "");
+}
+
+bool is_env_name(std::string_view name) {
+  if (name.empty() || (name.front() >= '0' && name.front() <= '9')) return false;
+  for (const char c : name) {
+    const bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+const CLI::Validator kEnvAssignment(
+    [](std::string& input) -> std::string {
+      const auto name = std::string_view(input).substr(0, input.find('='));
+      if (!is_env_name(name)) {
+        return "'" + input + "': '" + std::string(name) +
+               "' is not a variable name (letters, digits and _, not starting with a digit)";
+      }
+      return {};
+    },
+    "");
+
+const CLI::Validator kNonEmpty(
+    [](std::string& input) -> std::string { return input.empty() ? "'': empty interface name or filter" : std::string{}; }, "");
+
+std::chrono::milliseconds to_millis(double secs) {
+  return std::chrono::ceil<std::chrono::milliseconds>(std::chrono::duration<double>(secs));
+}
+
+// CLI11 names an option by its first long name ("--ssh-port: ..."); users may have typed the short one.
+std::string label_of(const CLI::Option& opt) {
+  if (opt.get_name() == "--num-proc") return "-np/--num-proc";
+  std::string names = opt.get_name(false, true);
+  std::replace(names.begin(), names.end(), ',', '/');
+  return names;
+}
+
+// Help that shows the real usage line and the `-np` spelling CLI11 cannot declare.
+class HelpFormatter : public CLI::Formatter {
+ public:
+  std::string make_usage(const CLI::App*, std::string) const override {
+    return std::string("Usage: ") + kUsage + "\n";
+  }
+  std::string make_option_name(const CLI::Option* opt, bool positional) const override {
+    if (opt->get_name() == "--num-proc") return "-np,--num-proc";
+    return CLI::Formatter::make_option_name(opt, positional);
+  }
+};
+
+// One readable line from a CLI11 parse error.
+std::string describe(const CLI::App& app, const CLI::ParseError& e) {
+  std::string msg = e.what();
+  std::replace(msg.begin(), msg.end(), '\n', ' ');
+  for (const CLI::Option* opt : app.get_options()) {
+    const std::string prefix = opt->get_name() + ": ";
+    if (!opt->get_name().empty() && msg.starts_with(prefix)) {
+      std::string rest = msg.substr(prefix.size());
+      if (dynamic_cast<const CLI::ArgumentMismatch*>(&e) != nullptr && rest.ends_with(" missing")) {
+        rest = "needs a value";
+      } else if (dynamic_cast<const CLI::ArgumentMismatch*>(&e) != nullptr) {
+        rest = "given more than once";
+      }
+      return label_of(*opt) + ": " + rest;
+    }
+  }
+  return msg;
+}
+
+// `-x VAR` → (VAR, nullopt): pass the launcher's value; `-x VAR=` → (VAR, ""): set it empty.
+std::pair<std::string, std::optional<std::string>> split_env(const std::string& item) {
+  const auto eq = item.find('=');
+  if (eq == std::string::npos) return {item, std::nullopt};
+  return {item.substr(0, eq), item.substr(eq + 1)};
+}
+
+}  // namespace
+
+CliResult parse_command_line(int argc, const char* const* argv) {
+  const std::vector<std::string> args(argv + (argc > 0 ? 1 : 0), argv + std::max(argc, 0));
+
+  CliResult result;
+  LaunchOptions& o = result.options;
+
+  CLI::App app{"Launches a training command as N ranks over hosts reached by SSH.", "hvrun"};
+  app.prefix_command();  // the first positional starts the command; its own flags stay its own
+  app.footer("Everything from the command on goes to each rank unchanged, e.g.\n"
+             "  hvrun -np 8 -H a:4,b:4 python train.py --lr 3\n"
+             "Use -- before a command that starts with '-'.");
+  app.set_version_flag("--version", std::string("hvrun ") + kVersion);
+  app.formatter(std::make_shared<HelpFormatter>());
+
+  int np = 0;
+  std::vector<std::string> host_lists;
+  std::string hostfile;
+  int ssh_port = 0;
+  double start_timeout = 30;
+  double kill_grace = 3;
+  double heartbeat_timeout = 20;
+  std::vector<std::string> env;
+
+  app.add_option("--num-proc", np, "Number of ranks (default: all slots)")
+      ->transform(int_in_range(1, std::numeric_limits<int>::max(), "a positive integer"))
+      ->type_name("N");
+  auto* hosts_opt = app.add_option("-H,--hosts", host_lists, "Hosts as host[:slots],... (repeatable)")
+                        ->allow_extra_args(false)
+                        ->type_name("LIST");
+  auto* hostfile_opt =
+      app.add_option("--hostfile", hostfile, "File with one 'host slots=N' per line")->type_name("FILE");
+  hosts_opt->excludes(hostfile_opt);
+  app.add_flag("--no-oversubscribe", o.no_oversubscribe, "Fail when -np exceeds the slots");
+  auto* port_opt = app.add_option("-p,--ssh-port", ssh_port, "SSH port for every host (overrides ~/.ssh/config)")
+                       ->transform(int_in_range(1, 65535, "a port (1-65535)"))
+                       ->type_name("PORT");
+  app.add_option("-i,--ssh-identity-file", o.ssh_identity_file, "SSH private key")
+      ->check(CLI::Validator(CLI::ExistingFile).description(""))
+      ->type_name("FILE");
+  app.add_option("--network-interface", o.network_interfaces,
+                 "NICs to consider: names, prefixes, =exact, ^exclude, CIDR (comma lists, repeatable)")
+      ->delimiter(',')
+      ->allow_extra_args(false)
+      ->check(kNonEmpty)
+      ->type_name("LIST");
+  app.add_option("--start-timeout", start_timeout, "Seconds to connect, probe and start (default 30)")
+      ->transform(seconds(false))
+      ->type_name("SECONDS");
+  app.add_option("--kill-grace", kill_grace, "Seconds between SIGTERM and SIGKILL at teardown (default 3)")
+      ->transform(seconds(true))
+      ->type_name("SECONDS");
+  app.add_option("--heartbeat-timeout", heartbeat_timeout,
+                 "Seconds of silence after which a host counts as cut off (default 20)")
+      ->transform(seconds(false))
+      ->type_name("SECONDS");
+  app.add_option("-x,--env", env, "Pass VAR (the launcher's value) or set VAR=VALUE for every rank (repeatable)")
+      ->check(kEnvAssignment)
+      ->allow_extra_args(false)
+      ->type_name("VAR[=VALUE]");
+  app.add_option("--output-filename", o.output_filename, "Also write each rank's output under DIR")
+      ->type_name("DIR");
+  app.add_flag("--prefix-output-with-timestamp", o.prefix_timestamp, "Prefix output lines with the time");
+  app.add_flag("--verbose", o.verbose, "Log the launch's decisions (--log-level info)");
+  auto* level_opt = app.add_option("--log-level", o.log_level, "Logging threshold (default: warn)")
+                        ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
+                        ->type_name("LEVEL");
+  app.add_flag("--dry-run", o.dry_run, "Print the plan and the rank environment; start nothing");
+  app.add_flag("--check-only", o.check_only, "Connect, probe and pick NICs, then report; no command needed");
+
+  const std::vector<std::string> rewritten = rewrite_np(args);
+  std::vector<std::string> reversed(rewritten.rbegin(), rewritten.rend());
+  try {
+    app.parse(reversed);
+  } catch (const CLI::CallForHelp& e) {
+    result.action = CliAction::kExit;
+    result.exit_code = app.exit(e, std::cout, std::cerr);
+    return result;
+  } catch (const CLI::CallForVersion& e) {
+    result.action = CliAction::kExit;
+    result.exit_code = app.exit(e, std::cout, std::cerr);
+    return result;
+  } catch (const CLI::ExcludesError&) {
+    throw UsageError("-H/--hosts and --hostfile exclude each other; give one of them");
+  } catch (const CLI::ParseError& e) {
+    throw UsageError(describe(app, e));
+  }
+
+  // With prefix_command, CLI11 leaves in remaining(): the unknown options, then `--` if it was given,
+  // then the command, which runs to the end of argv. The command is taken from the original argv, so
+  // that a `-np` inside it stays as typed.
+  const std::vector<std::string> rest = app.remaining();
+  if (!rest.empty()) {
+    const std::string& first = rest.front();
+    if (first.size() > 1 && first.front() == '-' && first != "--") {
+      throw UsageError("unknown option '" + first + "' (see hvrun --help)");
+    }
+    const std::size_t length = rest.size() - (first == "--" ? 1 : 0);
+    o.command.assign(args.end() - static_cast<long>(length), args.end());
+  }
+  if (o.command.empty() && !o.check_only) {
+    throw UsageError("no command given: hvrun [options] command [args...]");
+  }
+
+  o.np = np;
+  if (port_opt->count() > 0) o.ssh_port = ssh_port;
+  o.start_timeout = std::max(to_millis(start_timeout), std::chrono::milliseconds(1));
+  o.kill_grace = to_millis(kill_grace);
+  o.heartbeat_timeout = std::max(to_millis(heartbeat_timeout), std::chrono::milliseconds(1));
+  if (o.verbose && level_opt->count() == 0) o.log_level = "info";
+  for (const auto& item : env) o.env.push_back(split_env(item));
+
+  if (hosts_opt->count() > 0) {
+    std::string joined;
+    for (const auto& list : host_lists) {
+      parse_host_list(list);  // each -H checked alone first, so an error quotes what was typed
+      joined += (joined.empty() ? "" : ",") + list;
+    }
+    o.hosts = parse_host_list(joined);
+  } else if (hostfile_opt->count() > 0) {
+    o.hosts = read_hostfile(hostfile);
+  } else {
+    o.hosts = {HostSpec{"localhost", np > 0 ? np : 1}};
+  }
+  return result;
+}
+
+}  // namespace hvrun
