@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <iostream>
+#include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include "agent/agent.hpp"
@@ -22,6 +23,8 @@ int main(int argc, char** argv) {
     std::cerr << "hvrun-agent: started by hvrun, not by hand (unexpected argument '" << argv[1] << "')\n";
     return 2;
   }
+  // hvrun's own messages go to stderr: stdout carries the ranks' output (and, for the agent, the protocol).
+  spdlog::set_default_logger(spdlog::stderr_logger_st("hvrun"));
   spdlog::set_pattern("%v");
   try {
     // Duplicate stdin/stdout for the channel and point the originals at safe places, so nothing

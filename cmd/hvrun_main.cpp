@@ -1,5 +1,6 @@
 // hvrun: launch and supervise a multi-host training job (see README.md). Errors become one line on
 // stderr and an exit code here, at the edge; everything below throws.
+#include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <iostream>
@@ -9,6 +10,8 @@
 #include "launcher/launch_options.hpp"
 
 int main(int argc, char** argv) {
+  // hvrun's own messages go to stderr: stdout carries the ranks' output (and, for the agent, the protocol).
+  spdlog::set_default_logger(spdlog::stderr_logger_st("hvrun"));
   spdlog::set_pattern("%v");
   spdlog::set_level(spdlog::level::warn);
   try {
