@@ -2,6 +2,7 @@
 // signals, and that nothing is left running afterwards (found by a marker in the ranks' environment).
 #include <catch2/catch.hpp>
 #include <signal.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -171,4 +172,28 @@ TEST_CASE("usage errors exit 2 with one line", "[integration]") {
     CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
     CHECK_THAT(r.err, Catch::StartsWith("hvrun: error: "));
   }
+}
+
+TEST_CASE("this machine's own hostname runs through a local agent, without SSH", "[integration]") {
+  char name[256] = {};
+  REQUIRE(::gethostname(name, sizeof name - 1) == 0);
+  auto r = run(hvrun_args({"-H", std::string(name) + ":2", "sh", "-c", "echo on=$HVRUN_HOSTNAME"}), 20s);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("[1]<stdout>:on=" + std::string(name)));
+}
+
+TEST_CASE("-np above the slots warns once and spreads ranks in proportion", "[integration]") {
+  auto r = run(hvrun_args({"-np", "6", "-H", "localhost:2,127.0.0.1:1", "sh", "-c",
+                           "echo L=$HVRUN_LOCAL_RANK/$HVRUN_LOCAL_SIZE"}),
+               20s);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  CHECK_THAT(r.err, Catch::Contains("-np 6 exceeds the 3 slots"));
+  CHECK_THAT(r.out, Catch::Contains("[3]<stdout>:L=3/4"));
+  CHECK_THAT(r.out, Catch::Contains("[5]<stdout>:L=1/2"));
+  auto strict = run(hvrun_args({"--no-oversubscribe", "-np", "6", "-H", "localhost:2,127.0.0.1:1", "true"}), 20s);
+  CHECK(strict.exit_code == 2);
+  CHECK_THAT(strict.err, Catch::Contains("6") && Catch::Contains("3"));
 }
