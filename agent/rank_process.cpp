@@ -54,14 +54,8 @@ RankProcess spawn_rank(const RankSpawnSpec& spec) {
   if (pid < 0) throw_errno("fork", "starting " + spec.argv[0]);
   if (pid == 0) {
     const int sfd = status.write.get();
-    ::setpgid(0, 0);
-    // SIGKILL when the agent dies, even by SIGKILL; the check closes the race with an early death.
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(127);
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    ::signal(SIGPIPE, SIG_DFL);
+    // SIGKILL when the agent dies, even by SIGKILL.
+    if (!detach_child(SIGKILL, parent)) ::_exit(127);
     const int devnull = ::open("/dev/null", O_RDONLY);
     if (devnull < 0 || ::dup2(devnull, 0) < 0 || ::dup2(out.write.get(), 1) < 0 ||
         ::dup2(err.write.get(), 2) < 0)
@@ -90,6 +84,17 @@ RankProcess spawn_rank(const RankSpawnSpec& spec) {
     }
   }
   return RankProcess{pid, std::move(out.read), std::move(err.read)};
+}
+
+bool detach_child(int death_signal, pid_t parent) noexcept {
+  ::setpgid(0, 0);
+  ::prctl(PR_SET_PDEATHSIG, death_signal);
+  if (::getppid() != parent) return false;
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  ::signal(SIGPIPE, SIG_DFL);
+  return true;
 }
 
 void signal_group(pid_t pgid, int sig) {

@@ -32,6 +32,11 @@ class SpawnError : public Error {
   using Error::Error;
 };
 
+// In a child right after fork (async-signal-safe only): its own process group, `death_signal` when
+// `parent` dies (checked again after arming, to close the race with an early death), an empty signal
+// mask and default SIGPIPE. Returns false when the parent is already gone.
+bool detach_child(int death_signal, pid_t parent) noexcept;
+
 // Sends `sig` to the process group led by `pgid`; a group that no longer exists is not an error.
 void signal_group(pid_t pgid, int sig);
 

@@ -1,7 +1,6 @@
 #include "launcher/local_agent.hpp"
 
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -9,6 +8,7 @@
 #include <thread>
 
 #include "agent/error.hpp"
+#include "agent/rank_process.hpp"
 
 namespace hvrun {
 
@@ -27,12 +27,8 @@ LocalAgent::LocalAgent(const std::string& agent_path) {
   pid_ = ::fork();
   if (pid_ < 0) throw_errno("fork", "starting the local agent");
   if (pid_ == 0) {
-    ::setpgid(0, 0);
-    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (::getppid() != parent) ::_exit(1);
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    // SIGTERM, not SIGKILL, when hvrun dies: the agent must live long enough to kill its ranks.
+    if (!detach_child(SIGTERM, parent)) ::_exit(1);
     if (::dup2(theirs.get(), 0) < 0 || ::dup2(theirs.get(), 1) < 0) ::_exit(1);
     ::execl(agent_path.c_str(), "hvrun-agent", static_cast<char*>(nullptr));
     ::_exit(127);
