@@ -1,0 +1,775 @@
+#!/usr/bin/env bash
+# lab.sh — a multi-host test lab for hvrun on one machine (root only).
+#
+# Each simulated host is a Linux network namespace ${LAB_PREFIX}-hI with its own UTS namespace
+# (hostname ${LAB_PREFIX}-hI), its own /etc/hosts (/etc/netns/<ns>/hosts, which `ip netns exec`
+# bind-mounts), and its own sshd on LAB_PORT. The hosts' NICs are veth pairs whose other ends live
+# in a dedicated switch namespace ${LAB_PREFIX}-sw; nothing is attached to the root namespace's
+# network, and neither root's ~/.ssh, /etc/hosts nor the root namespace's iptables are touched.
+#
+# Commands
+#   up N            create N hosts (2..32), start and verify their sshd. Fails with a clear message
+#                   if a lab with this prefix already exists (LAB_RECREATE=1: tear it down first).
+#                   If up fails half way it tears down what it made.
+#   down            remove every trace: sshd (by pidfile), any process left in the lab's namespaces,
+#                   the namespaces (and with them their iptables rules), /etc/netns entries, LAB_DIR.
+#                   Succeeds when nothing exists and after a half-finished up.
+#   env             print shell-sourceable `export LAB_...=` lines (eval "$(scripts/lab.sh env)").
+#   exec I CMD...   run CMD on host I (its netns, hostname and /etc/hosts); exit code and stdio pass
+#                   through (lab.sh's own errors, e.g. a bad index, exit 125).
+#   cut I / uncut I drop (iptables DROP, INPUT and OUTPUT, IPv4 and IPv6) all traffic of host I on
+#                   every NIC but lo — a pulled cable — / undo it.
+#   oneway I J      host I drops everything it receives from host J (matched by J's NIC MAC
+#                   addresses, so every NIC and both IP families) except TCP to or from LAB_PORT.
+#   oneway-clear I  remove host I's oneway rules.
+#   ssh-stop I / ssh-start I   stop / start host I's sshd (existing sessions are left alone).
+#   rekey I         new host key for host I and restart its sshd (LAB_KNOWN_HOSTS keeps the old key,
+#                   so a strict client using it sees "host key changed").
+#   known-hosts     print known_hosts lines for the hosts' current keys (LAB_KNOWN_HOSTS is the
+#                   file written by up).
+#   status          one line per host: name, fabric NIC and address, sshd pid, CUT.
+#
+# Environment (set the same values for every command of one lab)
+#   LAB_PREFIX      name prefix of namespaces and hosts (default hvlab); labs with different
+#                   prefixes coexist (they reuse the same subnets, but in separate namespaces).
+#   LAB_DIR         state directory (default /tmp/${LAB_PREFIX}); removed by down.
+#   LAB_PORT        sshd port on every host (default 2222).
+#   LAB_IPV6        1 (default): ULA fd77::(10+I)/64 on the fabric NIC, link-local everywhere,
+#                   sshd on both families; 0: IPv6 disabled inside the lab.
+#   LAB_FABRIC_NAMES  fabric NIC names, cycled over hosts
+#                   (default "eth1 enp6s0 enp5s0 ib0 ens3f0 eno1 enp129s0f1 eth0").
+#   LAB_SSHD_WAIT   seconds to wait for every sshd to listen (default 10).
+#   LAB_RECREATE    1: `up` tears an existing lab down first instead of failing.
+#   LAB_SKIP_BASHRC 1 (default): sshd sets SHLVL=1 in sessions, so bash does not source ~/.bashrc
+#                   for ssh commands — as on a stock Debian account, whose ~/.bashrc returns at once
+#                   when not interactive. The hosts share root's home; a heavy ~/.bashrc (here
+#                   `pyenv init`, ~100 processes and a lock in ~/.pyenv/shims) would cost every
+#                   session about a second, and a session killed inside it can leave a stale lock.
+#                   0: ~/.bashrc runs for every ssh command.
+#   LAB_JOBS        hosts set up in parallel by up (default 4).
+#   LAB_TRACE       1: trace every command with a timestamp (set -x).
+#
+# Addressing plan (host I, I = 0..N-1; A = 10+I)
+#   fabric  <name from LAB_FABRIC_NAMES>  10.77.0.A/24 (+ fd77::A/64)  bridge br-fab in the switch ns;
+#           works, carries SSH; every host name resolves to it.
+#   docker0 172.17.0.1/16 on every host (same address), a bridge with one port (vethdk0, whose
+#           peer sits unattached in the switch ns) so it is UP with carrier, like Docker with a container.
+#   wlp5s0  192.168.77.A/24, up, peer in the switch ns attached to nothing: reaches nobody.
+#   eth9    10.88.0.A/24 on bridge br-drop; every host drops INPUT on eth9, so connects time out.
+#   MACs    02:4c:KK:00:00:II (KK 01 fabric, 02 wlp5s0, 03 eth9, 04 vethdk0; II = I in hex),
+#           docker0 02:42:00:00:00:II.
+set -euo pipefail
+if [[ ${LAB_TRACE:-0} == 1 ]]; then
+  PS4='+ ${EPOCHREALTIME} '
+  set -x
+fi
+
+LAB_PREFIX=${LAB_PREFIX:-hvlab}
+LAB_DIR=${LAB_DIR:-/tmp/${LAB_PREFIX}}
+LAB_PORT=${LAB_PORT:-2222}
+LAB_IPV6=${LAB_IPV6:-1}
+LAB_FABRIC_NAMES=${LAB_FABRIC_NAMES:-eth1 enp6s0 enp5s0 ib0 ens3f0 eno1 enp129s0f1 eth0}
+LAB_SSHD_WAIT=${LAB_SSHD_WAIT:-10}
+LAB_RECREATE=${LAB_RECREATE:-0}
+LAB_SKIP_BASHRC=${LAB_SKIP_BASHRC:-1}
+LAB_JOBS=${LAB_JOBS:-4}
+
+readonly MAX_HOSTS=32
+readonly SSHD_BIN=/usr/sbin/sshd
+readonly MARKER=.hvrun-lab
+readonly DOCKER_IF=docker0 DOCKER_PORT_IF=vethdk0 DOCKER_ADDR=172.17.0.1
+readonly DEAD_IF=wlp5s0 DROP_IF=eth9
+readonly FABRIC_NET=10.77.0 DROP_NET=10.88.0 DEAD_NET=192.168.77 FABRIC6_NET=fd77:
+LAB_SCRIPT_PATH="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")"
+readonly LAB_SCRIPT_PATH
+
+SW_NS=${LAB_PREFIX}-sw
+
+log() { printf 'lab: %s\n' "$*" >&2; }
+warn() { printf 'lab: warning: %s\n' "$*" >&2; }
+DIE_CODE=1 # exec uses 125, so its own failures are told apart from CMD's exit codes
+die() { printf 'lab: error: %s\n' "$*" >&2; exit "$DIE_CODE"; }
+
+usage() { # exit-code
+  sed -n '/^# Commands/,/^set -euo/p' "$LAB_SCRIPT_PATH" | sed '$d; s/^# \{0,1\}//'
+  exit "$1"
+}
+
+uint_in() { [[ $1 =~ ^[0-9]+$ ]] && (($1 >= $2 && $1 <= $3)); } # value min max
+
+now_ms() { local t=${EPOCHREALTIME/[.,]/}; echo $((t / 1000)); }
+elapsed() { local d=$(($(now_ms) - $1)); printf '%d.%03d s' $((d / 1000)) $((d % 1000)); }
+
+validate_config() {
+  [[ $LAB_PREFIX =~ ^[a-z][a-z0-9-]{0,30}$ ]] ||
+    die "LAB_PREFIX '$LAB_PREFIX' must match ^[a-z][a-z0-9-]{0,30}$ (it names namespaces and hosts)"
+  [[ $LAB_DIR == /* && $LAB_DIR != / && $LAB_DIR != *..* ]] ||
+    die "LAB_DIR '$LAB_DIR' must be an absolute path other than /"
+  if ! uint_in "$LAB_PORT" 1 65535 || ((LAB_PORT == 22)); then
+    die "LAB_PORT '$LAB_PORT' must be a port number other than 22"
+  fi
+  [[ $LAB_IPV6 == [01] ]] || die "LAB_IPV6 must be 0 or 1"
+  [[ $LAB_SKIP_BASHRC == [01] ]] || die "LAB_SKIP_BASHRC must be 0 or 1"
+  [[ $LAB_SSHD_WAIT =~ ^[0-9]+$ ]] || die "LAB_SSHD_WAIT must be a number of seconds"
+  uint_in "$LAB_JOBS" 1 64 || die "LAB_JOBS must be 1..64"
+  # LAB_DIR exported by `env` of another lab must not make this command act on that lab.
+  local line
+  if [[ -r $LAB_DIR/lab.env ]]; then
+    IFS= read -r line <"$LAB_DIR/lab.env" || true
+    [[ $line == "export LAB_PREFIX='$LAB_PREFIX'" ]] ||
+      die "LAB_DIR=$LAB_DIR belongs to another lab (${line#export }), not LAB_PREFIX=$LAB_PREFIX; unset LAB_DIR or set it to match"
+  fi
+}
+
+require_root() {
+  ((EUID == 0)) || die "must run as root (network namespaces, iptables, sshd)"
+  local c
+  for c in ip iptables-restore unshare nsenter ssh ssh-keygen ss "$SSHD_BIN"; do
+    command -v "$c" >/dev/null 2>&1 ||
+      die "missing command '$c' (Debian packages: iproute2 iptables util-linux openssh-client openssh-server)"
+  done
+  if ((LAB_IPV6)); then
+    command -v ip6tables-restore >/dev/null 2>&1 || die "missing ip6tables-restore (package iptables); or set LAB_IPV6=0"
+  fi
+}
+
+# ---- naming and addressing (tables filled without forking: this runs for up to 32 hosts) -------
+
+HOST=() FIF=() FADDR=() F6ADDR=() DADDR=() WADDR=() HDIR=() UTS=()
+
+nic_mac() { printf -v "$1" '02:4c:%02x:00:00:%02x' "$2" "$3"; } # var kind index
+
+init_tables() { # N
+  local n=$1 i names
+  read -r -a names <<<"$LAB_FABRIC_NAMES"
+  ((${#names[@]} > 0)) || die "LAB_FABRIC_NAMES is empty"
+  for ((i = 0; i < n; i++)); do
+    HOST[i]=$LAB_PREFIX-h$i                # host name = namespace name
+    FIF[i]=${names[i % ${#names[@]}]}      # fabric NIC name
+    FADDR[i]=$FABRIC_NET.$((10 + i))
+    F6ADDR[i]=$FABRIC6_NET:$((10 + i))
+    DADDR[i]=$DROP_NET.$((10 + i))
+    WADDR[i]=$DEAD_NET.$((10 + i))
+    HDIR[i]=$LAB_DIR/h$i
+    UTS[i]=$LAB_DIR/uts/h$i
+  done
+}
+
+validate_fabric_names() {
+  local names n
+  read -r -a names <<<"$LAB_FABRIC_NAMES"
+  ((${#names[@]} > 0)) || die "LAB_FABRIC_NAMES is empty"
+  for n in "${names[@]}"; do
+    [[ $n =~ ^[a-zA-Z][a-zA-Z0-9_.-]{0,14}$ ]] || die "bad fabric NIC name '$n' (at most 15 characters)"
+    case $n in lo | "$DOCKER_IF" | "$DOCKER_PORT_IF" | "$DEAD_IF" | "$DROP_IF")
+      die "fabric NIC name '$n' clashes with a trap NIC" ;;
+    esac
+  done
+}
+
+# Namespaces of this lab that exist now (also after a half-finished up).
+lab_namespaces() {
+  ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^${LAB_PREFIX}-(h[0-9]+|sw)\$" || true
+}
+
+lab_etc_netns() {
+  local d
+  for d in /etc/netns/"${LAB_PREFIX}"-*; do
+    [[ -d $d && ${d##*/} =~ ^${LAB_PREFIX}-(h[0-9]+|sw)$ ]] && printf '%s\n' "$d"
+  done
+  return 0
+}
+
+lab_exists() {
+  [[ -e $LAB_DIR ]] || [[ -n $(lab_namespaces) ]] || [[ -n $(lab_etc_netns) ]]
+}
+
+load_state() {
+  [[ -f $LAB_DIR/ready && -f $LAB_DIR/lab.env ]] ||
+    die "no lab with prefix '$LAB_PREFIX' (LAB_DIR=$LAB_DIR); run: scripts/lab.sh up N"
+  # shellcheck source=/dev/null
+  source "$LAB_DIR/lab.env"
+  LAB_FABRIC_NAMES=$LAB_FABRIC_IFACES
+  init_tables "$LAB_N"
+}
+
+check_index() {
+  uint_in "$1" 0 $((LAB_N - 1)) || die "host index '$1' out of range 0..$((LAB_N - 1))"
+}
+
+# ---- processes --------------------------------------------------------------------------------
+
+# True while PID exists and is not a zombie.
+alive() {
+  local stat
+  [[ -r /proc/$1/stat ]] || return 1
+  stat=$(<"/proc/$1/stat") 2>/dev/null || return 1
+  stat=${stat##*) }
+  [[ ${stat%% *} != Z ]]
+}
+
+wait_gone() { # pid seconds
+  local deadline=$(($(now_ms) + $2 * 1000))
+  while alive "$1"; do
+    (($(now_ms) < deadline)) || return 1
+    sleep 0.02
+  done
+}
+
+terminate() { # pid...: TERM, short grace, KILL
+  local p
+  for p in "$@"; do kill -TERM "$p" 2>/dev/null || true; done
+  for p in "$@"; do
+    wait_gone "$p" 2 || { kill -KILL "$p" 2>/dev/null || true; wait_gone "$p" 2 || warn "pid $p survived SIGKILL"; }
+  done
+}
+
+# Print the pid in host I's sshd pidfile if it is still our sshd (its argv names our config file).
+sshd_pid() {
+  local dir=$LAB_DIR/h$1 pid cmd
+  [[ -f $dir/sshd.pid ]] || return 1
+  pid=$(<"$dir/sshd.pid")
+  [[ $pid =~ ^[0-9]+$ ]] && alive "$pid" || return 1
+  cmd=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || return 1
+  [[ $cmd == *"$dir/sshd_config"* ]] || return 1
+  printf '%s' "$pid"
+}
+
+stop_sshd() { # I
+  local pid
+  if pid=$(sshd_pid "$1"); then terminate "$pid"; fi
+  rm -f "$LAB_DIR/h$1/sshd.pid"
+}
+
+in_host() { # I CMD...: run CMD on host I (netns + UTS ns; ip netns exec supplies /etc/hosts)
+  local i=$1
+  shift
+  ip netns exec "${HOST[i]}" nsenter --uts="${UTS[i]}" -- "$@"
+}
+
+listening() { [[ -n $(ss -N "${HOST[$1]}" -Hltn "sport = :$LAB_PORT" 2>/dev/null) ]]; }
+
+start_sshd() { # I
+  local i=$1 d=${HDIR[$1]}
+  if ! in_host "$i" "$SSHD_BIN" -f "$d/sshd_config" -E "$d/sshd.log" </dev/null >>"$d/sshd.stderr" 2>&1; then
+    die "sshd on host $i failed to start: $(tail -n 5 "$d/sshd.stderr" "$d/sshd.log" 2>/dev/null)"
+  fi
+}
+
+# Poll (short interval, deadline LAB_SSHD_WAIT) until every listed host's sshd listens on LAB_PORT.
+wait_listening() { # I...
+  local deadline=$(($(now_ms) + LAB_SSHD_WAIT * 1000)) pending=("$@") still i
+  while ((${#pending[@]})); do
+    still=()
+    for i in "${pending[@]}"; do listening "$i" || still+=("$i"); done
+    pending=("${still[@]+"${still[@]}"}")
+    ((${#pending[@]})) || break
+    if (($(now_ms) >= deadline)); then
+      for i in "${pending[@]}"; do
+        warn "host $i: sshd not listening on port $LAB_PORT; log: $(tail -n 5 "${HDIR[i]}/sshd.log" 2>/dev/null)"
+      done
+      die "sshd did not come up on host(s) ${pending[*]} within ${LAB_SSHD_WAIT}s"
+    fi
+    sleep 0.05
+  done
+}
+
+# ---- up ---------------------------------------------------------------------------------------
+
+write_sshd_config() { # I
+  local i=$1 d=${HDIR[$1]}
+  {
+    echo "# sshd of lab host ${HOST[i]} (written by scripts/lab.sh)"
+    echo "Port $LAB_PORT"
+    if ((LAB_IPV6)); then echo "AddressFamily any"; else echo "AddressFamily inet"; fi
+    echo "HostKey $d/ssh_host_ed25519_key"
+    echo "PidFile $d/sshd.pid"
+    echo "AuthorizedKeysFile $LAB_DIR/authorized_keys"
+    echo "AuthenticationMethods publickey"
+    echo "PubkeyAuthentication yes"
+    echo "PasswordAuthentication no"
+    echo "KbdInteractiveAuthentication no"
+    echo "HostbasedAuthentication no"
+    echo "UsePAM no"
+    echo "PermitRootLogin prohibit-password"
+    echo "# LAB_DIR lives under /tmp (mode 1777), which StrictModes would reject"
+    echo "StrictModes no"
+    echo "MaxStartups 100"
+    echo "MaxSessions 100"
+    echo "LoginGraceTime 30"
+    echo "UseDNS no"
+    echo "PrintMotd no"
+    echo "PrintLastLog no"
+    echo "X11Forwarding no"
+    echo "PermitUserEnvironment no"
+    echo "LogLevel VERBOSE"
+    echo "Subsystem sftp internal-sftp"
+    if ((LAB_SKIP_BASHRC)); then
+      echo "# LAB_SKIP_BASHRC=1: bash skips ~/.bashrc for ssh commands when SHLVL is already set"
+      echo "SetEnv SHLVL=1"
+    fi
+  } >"$d/sshd_config"
+}
+
+write_state() { # N
+  local n=$1
+  q() { printf "export %s='%s'\n" "$1" "$2"; }
+  {
+    q LAB_PREFIX "$LAB_PREFIX"
+    q LAB_DIR "$LAB_DIR"
+    q LAB_N "$n"
+    q LAB_PORT "$LAB_PORT"
+    q LAB_USER root
+    q LAB_KEY "$LAB_DIR/id_ed25519"
+    q LAB_PUBKEY "$LAB_DIR/id_ed25519.pub"
+    q LAB_SSH_CONFIG "$LAB_DIR/ssh_config"
+    q LAB_KNOWN_HOSTS "$LAB_DIR/known_hosts"
+    q LAB_SSH_OPTS "-p $LAB_PORT -i $LAB_DIR/id_ed25519 -o IdentitiesOnly=yes -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o GlobalKnownHostsFile=/dev/null -o LogLevel=ERROR"
+    q LAB_SCRIPT "$LAB_SCRIPT_PATH"
+    q LAB_HOSTS "${HOST[*]}"
+    q LAB_NAMESPACES "${HOST[*]}"
+    q LAB_SWITCH_NS "$SW_NS"
+    q LAB_IPV6 "$LAB_IPV6"
+    q LAB_SKIP_BASHRC "$LAB_SKIP_BASHRC"
+    q LAB_FABRIC_SUBNET "$FABRIC_NET.0/24"
+    q LAB_FABRIC_IFACES "${FIF[*]}"
+    q LAB_FABRIC_ADDRS "${FADDR[*]}"
+    if ((LAB_IPV6)); then
+      q LAB_FABRIC6_SUBNET "$FABRIC6_NET:/64"
+      q LAB_FABRIC6_ADDRS "${F6ADDR[*]}"
+    else
+      q LAB_FABRIC6_SUBNET ""
+      q LAB_FABRIC6_ADDRS ""
+    fi
+    q LAB_DOCKER_IFACE "$DOCKER_IF"
+    q LAB_DOCKER_ADDR "$DOCKER_ADDR"
+    q LAB_DOCKER_SUBNET 172.17.0.0/16
+    q LAB_DEAD_IFACE "$DEAD_IF"
+    q LAB_DEAD_SUBNET "$DEAD_NET.0/24"
+    q LAB_DEAD_ADDRS "${WADDR[*]}"
+    q LAB_DROP_IFACE "$DROP_IF"
+    q LAB_DROP_SUBNET "$DROP_NET.0/24"
+    q LAB_DROP_ADDRS "${DADDR[*]}"
+  } >"$LAB_DIR/lab.env"
+  unset -f q
+}
+
+write_ssh_client_config() {
+  cat >"$LAB_DIR/ssh_config" <<EOF
+# ssh client config for lab '$LAB_PREFIX' (use with ssh -F; root's ~/.ssh is not involved)
+Host *
+  Port $LAB_PORT
+  User root
+  IdentityFile $LAB_DIR/id_ed25519
+  IdentitiesOnly yes
+  BatchMode yes
+  StrictHostKeyChecking no
+  UserKnownHostsFile /dev/null
+  GlobalKnownHostsFile /dev/null
+  ConnectTimeout 5
+  LogLevel ERROR
+EOF
+}
+
+known_hosts_text() { # N: known_hosts lines for the current host keys
+  local n=$1 i key
+  for ((i = 0; i < n; i++)); do
+    read -r key <"${HDIR[i]}/ssh_host_ed25519_key.pub"
+    key=${key% *} # drop the comment
+    printf '[%s]:%s,[%s]:%s %s\n' "${HOST[i]}" "$LAB_PORT" "${FADDR[i]}" "$LAB_PORT" "$key"
+  done
+}
+
+hosts_file_text() { # N
+  local n=$1 i
+  echo "# hvrun test lab '$LAB_PREFIX': host names resolve to fabric addresses ($FABRIC_NET.0/24)"
+  printf '127.0.0.1\tlocalhost\n'
+  printf '::1\tlocalhost ip6-localhost ip6-loopback\n'
+  printf 'ff02::1\tip6-allnodes\nff02::2\tip6-allrouters\n'
+  for ((i = 0; i < n; i++)); do printf '%s\t%s\n' "${FADDR[i]}" "${HOST[i]}"; done
+}
+
+# Base firewall of every host: empty chains for cut/oneway, and the eth9 trap (input dropped).
+iptables_base() {
+  cat <<EOF
+*filter
+:INPUT ACCEPT [0:0]
+:FORWARD ACCEPT [0:0]
+:OUTPUT ACCEPT [0:0]
+:LAB-CUT-IN - [0:0]
+:LAB-CUT-OUT - [0:0]
+:LAB-ONEWAY - [0:0]
+-A INPUT -j LAB-CUT-IN
+-A INPUT -j LAB-ONEWAY
+-A INPUT -i $DROP_IF -j DROP
+-A OUTPUT -j LAB-CUT-OUT
+COMMIT
+EOF
+}
+
+# Apply an iptables-restore fragment (--noflush) to host I, IPv4 and (if enabled) IPv6.
+ipt_apply() { # I fragment
+  ip netns exec "${HOST[$1]}" iptables-restore --noflush <<<"$2"
+  if ((LAB_IPV6)); then ip netns exec "${HOST[$1]}" ip6tables-restore --noflush <<<"$2"; fi
+}
+
+host_ip_batch() { # I: ip -batch lines configuring host I's NICs
+  local i=$1 f=${FIF[$1]} mac
+  echo "link set lo up"
+  echo "addr add ${FADDR[i]}/24 dev $f"
+  if ((LAB_IPV6)); then echo "addr add ${F6ADDR[i]}/64 dev $f nodad"; fi
+  echo "link set $f up"
+  echo "addr add ${WADDR[i]}/24 dev $DEAD_IF"
+  echo "link set $DEAD_IF up"
+  echo "addr add ${DADDR[i]}/24 dev $DROP_IF"
+  echo "link set $DROP_IF up"
+  printf -v mac '02:42:00:00:00:%02x' "$i"
+  echo "link add $DOCKER_IF address $mac type bridge"
+  echo "link set $DOCKER_PORT_IF master $DOCKER_IF up"
+  echo "addr add $DOCKER_ADDR/16 dev $DOCKER_IF"
+  echo "link set $DOCKER_IF up"
+}
+
+# Configure host I and start its sshd (runs as a background job of up).
+setup_host() { # I
+  local i=$1 ns=${HOST[$1]}
+  host_ip_batch "$i" | ip -n "$ns" -batch -
+  if ((LAB_IPV6)); then
+    # shellcheck disable=SC2016 # $1 is expanded by the inner sh
+    ip netns exec "$ns" sh -c 'iptables-restore <"$1" && ip6tables-restore <"$1"' sh "$LAB_DIR/iptables.rules"
+  else
+    ip netns exec "$ns" iptables-restore <"$LAB_DIR/iptables.rules"
+  fi
+  mkdir -p "/etc/netns/$ns"
+  cp "$LAB_DIR/hosts" "/etc/netns/$ns/hosts"
+  : >"${UTS[i]}"
+  unshare --uts="${UTS[i]}" hostname "$ns"
+  write_sshd_config "$i"
+  start_sshd "$i"
+}
+
+UP_STARTED=0
+UP_DONE=0
+on_up_exit() {
+  local rc=$?
+  if ((UP_STARTED && !UP_DONE)); then
+    wait || true # background host set-up jobs
+    warn "up failed (exit $rc); tearing down what it made"
+    do_down || true
+  fi
+}
+
+cmd_up() {
+  local n=${1:-}
+  uint_in "$n" 2 "$MAX_HOSTS" || die "usage: lab.sh up N   (N from 2 to $MAX_HOSTS)"
+  require_root
+  validate_fabric_names
+  if lab_exists; then
+    if ((LAB_RECREATE)); then
+      log "LAB_RECREATE=1: tearing down the existing lab '$LAB_PREFIX' first"
+      do_down || die "could not tear down the existing lab"
+    else
+      die "a lab with prefix '$LAB_PREFIX' already exists (LAB_DIR=$LAB_DIR, namespaces: $(lab_namespaces | tr '\n' ' ')); run 'LAB_PREFIX=$LAB_PREFIX scripts/lab.sh down' first, or set LAB_RECREATE=1"
+    fi
+  fi
+  [[ -e $LAB_DIR ]] && die "$LAB_DIR exists but is not a lab directory; choose another LAB_DIR"
+
+  local t0 i ns mac kind pids=()
+  t0=$(now_ms)
+  init_tables "$n"
+  UP_STARTED=1
+  trap on_up_exit EXIT
+  trap 'exit 130' INT TERM
+
+  mkdir -m 700 "$LAB_DIR"
+  : >"$LAB_DIR/$MARKER"
+  mkdir "$LAB_DIR/uts" "${HDIR[@]}"
+  # sshd's privilege-separation directory (normally made by systemd); left in place by down.
+  [[ -d /run/sshd ]] || install -d -m 755 /run/sshd
+  # Keys: the client identity and one host key per host, made in parallel.
+  ssh-keygen -q -t ed25519 -N '' -C "hvrun-lab-$LAB_PREFIX" -f "$LAB_DIR/id_ed25519" &
+  pids+=($!)
+  for ((i = 0; i < n; i++)); do
+    ssh-keygen -q -t ed25519 -N '' -C "${HOST[i]}" -f "${HDIR[i]}/ssh_host_ed25519_key" &
+    pids+=($!)
+  done
+  write_state "$n"
+  write_ssh_client_config
+
+  # Namespaces.
+  ip netns add "$SW_NS"
+  for ((i = 0; i < n; i++)); do ip netns add "${HOST[i]}"; done
+  if ((!LAB_IPV6)); then
+    for ns in "$SW_NS" "${HOST[@]}"; do
+      ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
+    done
+  fi
+
+  # veth pairs, created directly inside their namespaces (never in the root namespace).
+  for ((i = 0; i < n; i++)); do
+    ns=${HOST[i]}
+    nic_mac mac 1 "$i"
+    echo "link add name ${FIF[i]} address $mac netns $ns type veth peer name h$i-fab netns $SW_NS"
+    nic_mac mac 2 "$i"
+    echo "link add name $DEAD_IF address $mac netns $ns type veth peer name h$i-wl netns $SW_NS"
+    nic_mac mac 3 "$i"
+    echo "link add name $DROP_IF address $mac netns $ns type veth peer name h$i-e9 netns $SW_NS"
+    nic_mac mac 4 "$i"
+    echo "link add name $DOCKER_PORT_IF address $mac netns $ns type veth peer name h$i-dk netns $SW_NS"
+  done >"$LAB_DIR/veths.batch"
+  ip -batch "$LAB_DIR/veths.batch"
+
+  # Switch: br-fab (fabric), br-drop (eth9); wlp5s0 and docker peers stay unattached.
+  {
+    echo "link set lo up"
+    echo "link add br-fab type bridge"
+    echo "link add br-drop type bridge"
+    echo "link set br-fab up"
+    echo "link set br-drop up"
+    for ((i = 0; i < n; i++)); do
+      echo "link set h$i-fab master br-fab up"
+      echo "link set h$i-e9 master br-drop up"
+      echo "link set h$i-wl up"
+      echo "link set h$i-dk up"
+    done
+  } | ip -n "$SW_NS" -batch -
+
+  # Hosts: addresses, docker0, firewall, /etc/hosts, hostname, sshd — a few hosts at a time.
+  iptables_base >"$LAB_DIR/iptables.rules"
+  hosts_file_text "$n" >"$LAB_DIR/hosts"
+  mkdir -p /etc/netns
+  for kind in "${pids[@]}"; do wait "$kind" || die "ssh-keygen failed"; done
+  cp "$LAB_DIR/id_ed25519.pub" "$LAB_DIR/authorized_keys"
+  known_hosts_text "$n" >"$LAB_DIR/known_hosts"
+  local running=0
+  for ((i = 0; i < n; i++)); do
+    if ((running >= LAB_JOBS)); then
+      wait -n || die "setting up a host failed"
+      running=$((running - 1))
+    fi
+    setup_host "$i" &
+    running=$((running + 1))
+  done
+  for ((; running > 0; running--)); do wait -n || die "setting up a host failed"; done
+  local all=()
+  for ((i = 0; i < n; i++)); do all+=("$i"); done
+  wait_listening "${all[@]}"
+  local t_sshd
+  t_sshd=$(elapsed "$t0")
+
+  # Verify from host 0: a shell command on host 1 prints host 1's name; every host accepts the
+  # lab key (sftp subsystem: checks sshd and authentication without paying for a login shell).
+  local out bad=()
+  pids=()
+  for ((i = 0; i < n; i++)); do
+    in_host 0 ssh -F "$LAB_DIR/ssh_config" -s "${HOST[i]}" sftp </dev/null >/dev/null 2>"$LAB_DIR/verify.$i.err" &
+    pids+=($!)
+  done
+  out=$(in_host 0 ssh -F "$LAB_DIR/ssh_config" "${HOST[1]}" hostname </dev/null 2>"$LAB_DIR/verify.err") || true
+  for ((i = 0; i < n; i++)); do
+    if ! wait "${pids[i]}"; then
+      bad+=("$i")
+      warn "ssh from host 0 to ${HOST[i]} failed: $(tr '\n' ' ' <"$LAB_DIR/verify.$i.err"); sshd log: $(tail -n 3 "${HDIR[i]}/sshd.log")"
+    fi
+  done
+  if [[ $out != "${HOST[1]}" ]]; then
+    bad+=(1)
+    warn "ssh from host 0 to ${HOST[1]} ran 'hostname' and got '$out' ($(tr '\n' ' ' <"$LAB_DIR/verify.err"))"
+  fi
+  rm -f "$LAB_DIR"/verify.*
+  ((${#bad[@]} == 0)) || die "verification failed for host(s) ${bad[*]}"
+
+  : >"$LAB_DIR/ready"
+  UP_DONE=1
+  log "up: $n hosts ${HOST[0]}..${HOST[n - 1]} ready in $(elapsed "$t0") (all sshd listening after $t_sshd)"
+  log "use: eval \"\$(LAB_PREFIX=$LAB_PREFIX $LAB_SCRIPT_PATH env)\""
+}
+
+# ---- down -------------------------------------------------------------------------------------
+
+do_down() {
+  local ns p d i f failed=0 pids=() namespaces
+  # 1. sshd listeners, by pidfile (only if the pid is still our sshd).
+  for d in "$LAB_DIR"/h*/; do
+    [[ -d $d ]] || continue
+    i=${d%/}
+    i=${i##*/h}
+    if [[ $i =~ ^[0-9]+$ ]]; then stop_sshd "$i"; fi
+  done
+  # 2. Anything still running inside the lab's namespaces (ssh sessions, agents, ranks).
+  namespaces=$(lab_namespaces)
+  for ns in $namespaces; do
+    for p in $(ip netns pids "$ns" 2>/dev/null); do
+      [[ $p != "$$" && $p != "$BASHPID" ]] && pids+=("$p")
+    done
+  done
+  ((${#pids[@]} == 0)) || terminate "${pids[@]}"
+  # 3. The namespaces; their interfaces, bridges and iptables rules go with them.
+  for ns in $namespaces; do
+    ip netns del "$ns" 2>/dev/null || { warn "could not delete namespace $ns"; failed=1; }
+  done
+  # 4. /etc/netns entries.
+  for d in $(lab_etc_netns); do rm -rf -- "$d"; done
+  rmdir /etc/netns 2>/dev/null || true
+  # 5. LAB_DIR (first unmount the persistent UTS namespace files).
+  if [[ -d $LAB_DIR ]]; then
+    for f in "$LAB_DIR"/uts/*; do
+      [[ -e $f ]] || continue
+      if grep -qF " $f nsfs " /proc/self/mounts; then umount "$f" 2>/dev/null || umount -l "$f" || failed=1; fi
+    done
+    if [[ -e $LAB_DIR/$MARKER ]]; then
+      rm -rf --one-file-system -- "$LAB_DIR" || failed=1
+    else
+      warn "$LAB_DIR has no $MARKER marker; not removing it"
+      failed=1
+    fi
+  fi
+  if [[ -n $(lab_namespaces) ]]; then warn "namespaces left: $(lab_namespaces | tr '\n' ' ')"; failed=1; fi
+  ((failed == 0))
+}
+
+cmd_down() {
+  ((EUID == 0)) || die "must run as root"
+  if ! lab_exists; then
+    log "down: no lab with prefix '$LAB_PREFIX'; nothing to do"
+    return 0
+  fi
+  local t0
+  t0=$(now_ms)
+  do_down || die "down: could not remove everything (see warnings above)"
+  log "down: lab '$LAB_PREFIX' removed in $(elapsed "$t0")"
+}
+
+# ---- other commands ---------------------------------------------------------------------------
+
+cmd_env() {
+  load_state
+  cat "$LAB_DIR/lab.env"
+}
+
+cmd_exec() {
+  DIE_CODE=125
+  (($# >= 2)) || die "usage: lab.sh exec I CMD..."
+  load_state
+  check_index "$1"
+  local i=$1
+  shift
+  exec ip netns exec "${HOST[i]}" nsenter --uts="${UTS[i]}" -- "$@"
+}
+
+one_host() { # command-name args...: checks a single index argument
+  local name=$1
+  shift
+  (($# == 1)) || die "usage: lab.sh $name I"
+  load_state
+  check_index "$1"
+}
+
+cmd_cut() {
+  one_host cut "$@"
+  ipt_apply "$1" $'*filter\n-F LAB-CUT-IN\n-F LAB-CUT-OUT\n-A LAB-CUT-IN ! -i lo -j DROP\n-A LAB-CUT-OUT ! -o lo -j DROP\nCOMMIT'
+  log "cut: host $1 (${HOST[$1]}) drops all traffic on every NIC but lo"
+}
+
+cmd_uncut() {
+  one_host uncut "$@"
+  ipt_apply "$1" $'*filter\n-F LAB-CUT-IN\n-F LAB-CUT-OUT\nCOMMIT'
+  log "uncut: host $1 (${HOST[$1]}) reconnected"
+}
+
+cmd_oneway() {
+  (($# == 2)) || die "usage: lab.sh oneway I J"
+  load_state
+  check_index "$1"
+  check_index "$2"
+  [[ $1 != "$2" ]] || die "oneway: I and J must differ"
+  local j=$2 kind mac rules='*filter'
+  for kind in 1 2 3; do # J's fabric, wlp5s0 and eth9 NICs
+    nic_mac mac "$kind" "$j"
+    rules+=$'\n'"-A LAB-ONEWAY -m mac --mac-source $mac -p tcp --dport $LAB_PORT -j RETURN"
+    rules+=$'\n'"-A LAB-ONEWAY -m mac --mac-source $mac -p tcp --sport $LAB_PORT -j RETURN"
+    rules+=$'\n'"-A LAB-ONEWAY -m mac --mac-source $mac -j DROP"
+  done
+  rules+=$'\nCOMMIT'
+  ipt_apply "$1" "$rules"
+  log "oneway: host $1 drops everything from host $j except TCP port $LAB_PORT"
+}
+
+cmd_oneway_clear() {
+  one_host oneway-clear "$@"
+  ipt_apply "$1" $'*filter\n-F LAB-ONEWAY\nCOMMIT'
+  log "oneway-clear: host $1 accepts everything again"
+}
+
+cmd_ssh_stop() {
+  one_host ssh-stop "$@"
+  stop_sshd "$1"
+  log "ssh-stop: sshd of host $1 stopped"
+}
+
+cmd_ssh_start() {
+  one_host ssh-start "$@"
+  if sshd_pid "$1" >/dev/null; then
+    log "ssh-start: sshd of host $1 already running"
+    return 0
+  fi
+  start_sshd "$1"
+  wait_listening "$1"
+  log "ssh-start: sshd of host $1 listening"
+}
+
+cmd_rekey() {
+  one_host rekey "$@"
+  local d=${HDIR[$1]} old new
+  old=$(ssh-keygen -l -f "$d/ssh_host_ed25519_key.pub" | cut -d' ' -f2)
+  stop_sshd "$1"
+  rm -f "$d/ssh_host_ed25519_key" "$d/ssh_host_ed25519_key.pub"
+  ssh-keygen -q -t ed25519 -N '' -C "${HOST[$1]}" -f "$d/ssh_host_ed25519_key"
+  start_sshd "$1"
+  wait_listening "$1"
+  new=$(ssh-keygen -l -f "$d/ssh_host_ed25519_key.pub" | cut -d' ' -f2)
+  log "rekey: host $1 key $old -> $new (LAB_KNOWN_HOSTS still holds the old key)"
+}
+
+cmd_known_hosts() {
+  load_state
+  known_hosts_text "$LAB_N"
+}
+
+cmd_status() {
+  load_state
+  local i pid state cut
+  for ((i = 0; i < LAB_N; i++)); do
+    if pid=$(sshd_pid "$i"); then state="sshd:$pid"; else state="sshd:stopped"; fi
+    cut=""
+    if ip netns exec "${HOST[i]}" iptables -S LAB-CUT-IN 2>/dev/null | grep -q DROP; then cut=" CUT"; fi
+    printf '%-3d %-14s %-12s %-14s %s%s\n' "$i" "${HOST[i]}" "${FIF[i]}" "${FADDR[i]}" "$state" "$cut"
+  done
+}
+
+main() {
+  local cmd=${1:-}
+  [[ $cmd == exec ]] && DIE_CODE=125
+  validate_config
+  (($#)) && shift
+  case $cmd in
+    up) cmd_up "$@" ;;
+    down) cmd_down "$@" ;;
+    env) cmd_env "$@" ;;
+    exec) cmd_exec "$@" ;;
+    cut) cmd_cut "$@" ;;
+    uncut) cmd_uncut "$@" ;;
+    oneway) cmd_oneway "$@" ;;
+    oneway-clear) cmd_oneway_clear "$@" ;;
+    ssh-stop) cmd_ssh_stop "$@" ;;
+    ssh-start) cmd_ssh_start "$@" ;;
+    rekey) cmd_rekey "$@" ;;
+    status) cmd_status "$@" ;;
+    known-hosts) cmd_known_hosts "$@" ;;
+    -h | --help | help) usage 0 ;;
+    "") usage 2 >&2 ;;
+    *) die "unknown command '$cmd' (try: lab.sh help)" ;;
+  esac
+}
+
+main "$@"

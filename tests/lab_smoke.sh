@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# shellcheck disable=SC2153 # LAB_* variables come from eval "$(scripts/lab.sh env)"
+# Smoke test of scripts/lab.sh: brings up a 3-host lab, checks SSH, host names and every trap,
+# cut/uncut, oneway, ssh-stop/start, rekey, then tears down and checks nothing is left.
+# Needs root and network namespaces; exits 77 (skipped) otherwise. Prefix: LAB_SMOKE_PREFIX
+# (default hvsmoke), so it does not disturb a developer's lab with the default prefix.
+set -euo pipefail
+
+skip() {
+  echo "skipped: needs root and ip netns ($*)"
+  exit 77
+}
+((EUID == 0)) || skip "not running as root"
+for c in ip iptables-restore sshd ssh ssh-keygen unshare nsenter timeout; do
+  command -v "$c" >/dev/null 2>&1 || [[ -x /usr/sbin/$c ]] ||
+    skip "missing $c; packages: iproute2 iptables openssh-server openssh-client util-linux coreutils"
+done
+probe_ns=hvsmoke-probe-$$
+ip netns add "$probe_ns" 2>/dev/null || skip "cannot create a network namespace"
+ip netns del "$probe_ns"
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+LAB=$PWD/scripts/lab.sh
+export LAB_PREFIX=${LAB_SMOKE_PREFIX:-hvsmoke}
+unset LAB_DIR
+export LAB_RECREATE=1 # a lab left by an earlier, killed run is torn down first
+
+fails=0
+pass() { echo "ok: $*"; }
+fail() {
+  echo "FAIL: $*"
+  fails=$((fails + 1))
+}
+expect_eq() { # description expected actual
+  if [[ $3 == "$2" ]]; then pass "$1"; else fail "$1 (expected '$2', got '$3')"; fi
+}
+# Exit status of a TCP connect from host $1 to $2:$3 within 2 s (0 ok, 124 timeout, 1 refused/unreachable).
+connect_rc() {
+  local rc=0
+  "$LAB" exec "$1" timeout 2 bash -c "</dev/tcp/$2/$3" 2>/dev/null || rc=$?
+  echo "$rc"
+}
+on() { # host, ssh args...: ssh from host $1 with the lab's client config
+  local h=$1
+  shift
+  "$LAB" exec "$h" ssh -F "$LAB_SSH_CONFIG" "$@" </dev/null
+}
+
+trap '"$LAB" down' EXIT
+"$LAB" up 3
+eval "$("$LAB" env)"
+read -r -a H <<<"$LAB_HOSTS"
+read -r -a FABRIC <<<"$LAB_FABRIC_ADDRS"
+read -r -a DROP <<<"$LAB_DROP_ADDRS"
+read -r -a DEAD <<<"$LAB_DEAD_ADDRS"
+
+# SSH from host 0 lands on the right host.
+expect_eq "ssh host0 -> ${H[1]} prints its hostname" "${H[1]}" "$(on 0 "${H[1]}" hostname 2>&1)"
+expect_eq "ssh host0 -> ${H[2]} prints its hostname" "${H[2]}" "$(on 0 "${H[2]}" hostname 2>&1)"
+
+# exec: hostname, /etc/hosts, stdin and exit code pass through.
+expect_eq "exec 2 hostname" "${H[2]}" "$("$LAB" exec 2 hostname)"
+expect_eq "host 2 resolves ${H[0]} to its fabric address" "${FABRIC[0]}" \
+  "$("$LAB" exec 2 getent hosts "${H[0]}" | awk '{print $1}')"
+expect_eq "exec passes stdin" "hello" "$(echo hello | "$LAB" exec 1 cat)"
+rc=0
+"$LAB" exec 1 sh -c 'exit 7' || rc=$?
+expect_eq "exec propagates the exit code" 7 "$rc"
+
+# Traps.
+expect_eq "host1 eth9 (${DROP[1]}) times out from host 0" 124 "$(connect_rc 0 "${DROP[1]}" "$LAB_PORT")"
+rc=$(connect_rc 0 "${DEAD[1]}" "$LAB_PORT")
+if [[ $rc != 0 ]]; then pass "host1 wlp5s0 (${DEAD[1]}) unreachable from host 0 (rc $rc)"; else
+  fail "host1 wlp5s0 (${DEAD[1]}) reachable from host 0"; fi
+expect_eq "docker0 $LAB_DOCKER_ADDR on host 0 is host 0 itself" "${H[0]}" "$(on 0 "$LAB_DOCKER_ADDR" hostname 2>&1)"
+if "$LAB" exec 1 ip route get "$LAB_DOCKER_ADDR" | grep -q '^local '; then
+  pass "docker0 $LAB_DOCKER_ADDR is a local address on host 1"
+else fail "docker0 $LAB_DOCKER_ADDR is not local on host 1"; fi
+
+# cut / uncut.
+expect_eq "host 1 reachable before cut" 0 "$(connect_rc 0 "${FABRIC[1]}" "$LAB_PORT")"
+"$LAB" cut 1
+expect_eq "cut 1: host 1 unreachable from host 0" 124 "$(connect_rc 0 "${FABRIC[1]}" "$LAB_PORT")"
+expect_eq "cut 1: host 1 cannot reach host 2" 124 "$(connect_rc 1 "${FABRIC[2]}" "$LAB_PORT")"
+"$LAB" uncut 1
+expect_eq "uncut 1: host 1 reachable again" 0 "$(connect_rc 0 "${FABRIC[1]}" "$LAB_PORT")"
+expect_eq "uncut 1: ssh to host 1 works" "${H[1]}" "$(on 0 "${H[1]}" hostname 2>&1)"
+
+# oneway 1 0: host 1 ignores host 0 except SSH (needs a TCP listener: python3).
+if command -v python3 >/dev/null 2>&1; then
+  "$LAB" exec 1 python3 -c 'import socket,time
+s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", 5999)); s.listen(16); time.sleep(30)' &
+  listener=$!
+  for _ in $(seq 50); do [[ $(connect_rc 2 "${FABRIC[1]}" 5999) == 0 ]] && break; sleep 0.1; done
+  "$LAB" oneway 1 0
+  expect_eq "oneway 1 0: host 0 -> host 1 port 5999 times out" 124 "$(connect_rc 0 "${FABRIC[1]}" 5999)"
+  expect_eq "oneway 1 0: host 2 -> host 1 port 5999 works" 0 "$(connect_rc 2 "${FABRIC[1]}" 5999)"
+  if on 0 -s "${H[1]}" sftp >/dev/null 2>&1; then pass "oneway 1 0: ssh host 0 -> host 1 still works"; else
+    fail "oneway 1 0: ssh host 0 -> host 1 blocked"; fi
+  "$LAB" oneway-clear 1
+  expect_eq "oneway-clear 1: host 0 -> host 1 port 5999 works" 0 "$(connect_rc 0 "${FABRIC[1]}" 5999)"
+  kill "$listener" 2>/dev/null || true
+  wait "$listener" 2>/dev/null || true
+else
+  echo "note: python3 not found; oneway check skipped"
+fi
+
+# ssh-stop / ssh-start: a stopped sshd refuses at once.
+"$LAB" ssh-stop 2
+expect_eq "ssh-stop 2: port refused" 1 "$(connect_rc 0 "${FABRIC[2]}" "$LAB_PORT")"
+"$LAB" ssh-start 2
+expect_eq "ssh-start 2: port open" 0 "$(connect_rc 0 "${FABRIC[2]}" "$LAB_PORT")"
+
+# rekey: the known_hosts written by up now holds a stale key; a strict client refuses.
+strict=(-o StrictHostKeyChecking=yes -o "UserKnownHostsFile=$LAB_KNOWN_HOSTS" -s "${H[2]}" sftp)
+if on 0 "${strict[@]}" >/dev/null 2>&1; then pass "strict ssh with LAB_KNOWN_HOSTS works"; else
+  fail "strict ssh with LAB_KNOWN_HOSTS fails before rekey"; fi
+"$LAB" rekey 2
+out=$(on 0 "${strict[@]}" 2>&1) && rc=0 || rc=$?
+if ((rc == 255)) && [[ $out == *'REMOTE HOST IDENTIFICATION HAS CHANGED'* ]]; then
+  pass "rekey 2: strict ssh refuses the changed host key"
+else fail "rekey 2: changed host key not refused (rc $rc: $out)"; fi
+"$LAB" known-hosts >"$LAB_DIR/known_hosts.new"
+if on 0 -o StrictHostKeyChecking=yes -o "UserKnownHostsFile=$LAB_DIR/known_hosts.new" -s "${H[2]}" sftp >/dev/null 2>&1; then
+  pass "known-hosts: strict ssh with the refreshed keys works"
+else fail "known-hosts: strict ssh with the refreshed keys fails"; fi
+
+# A second up without LAB_RECREATE refuses and leaves the lab alone.
+if LAB_RECREATE=0 "$LAB" up 3 2>/dev/null; then fail "second up succeeded"; else
+  expect_eq "second up refused, lab intact" "${H[1]}" "$("$LAB" exec 1 hostname)"; fi
+
+# Tear down and check nothing is left.
+sshd_pids=()
+lab_dir=$LAB_DIR
+for pf in "$lab_dir"/h*/sshd.pid; do sshd_pids+=("$(<"$pf")"); done
+"$LAB" down
+trap - EXIT
+left=$(ip netns list | awk '{print $1}' | grep -E "^${LAB_PREFIX}-" || true)
+expect_eq "no namespaces with prefix $LAB_PREFIX left" "" "$left"
+alive=()
+for p in "${sshd_pids[@]}"; do
+  if [[ -r /proc/$p/stat ]] && ! awk '{exit ($3 == "Z") ? 0 : 1}' "/proc/$p/stat"; then alive+=("$p"); fi
+done
+expect_eq "no lab sshd left (pids ${sshd_pids[*]})" "" "${alive[*]}"
+expect_eq "no process names $lab_dir" "" "$(grep -lsF "$lab_dir/" /proc/[0-9]*/cmdline || true)"
+expect_eq "LAB_DIR $lab_dir removed" "absent" "$([[ -e $lab_dir ]] && echo present || echo absent)"
+expect_eq "no /etc/netns/$LAB_PREFIX-* left" "" "$(ls -d /etc/netns/"$LAB_PREFIX"-* 2>/dev/null || true)"
+expect_eq "no mounts under $lab_dir" "" "$(grep -F " $lab_dir/" /proc/self/mounts || true)"
+if "$LAB" down >/dev/null 2>&1; then pass "down again (nothing there) succeeds"; else fail "second down failed"; fi
+
+if ((fails)); then
+  echo "lab_smoke: $fails check(s) failed"
+  exit 1
+fi
+echo "lab_smoke: all checks passed"
