@@ -14,7 +14,9 @@
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
+#include <cstdlib>
 #include <map>
+#include <sstream>
 #include <optional>
 #include <spdlog/spdlog.h>
 #include <vector>
@@ -106,7 +108,15 @@ struct Agent::Impl {
     stop_signals.async_wait([this](auto ec, int sig) {
       if (!ec) on_launcher_gone("agent received " + signal_name(sig));
     });
-    send(HelloMsg{kVersion, local_hostname(), static_cast<int>(::getpid()), pick_free_port()});
+    HelloMsg hello{kVersion, local_hostname(), static_cast<int>(::getpid()), pick_free_port(), list_interfaces(),
+                   {}, {}};
+    // sshd sets SSH_CONNECTION="client_ip client_port server_ip server_port" for the agent's session.
+    if (const char* c = std::getenv("SSH_CONNECTION")) {
+      std::istringstream words(c);
+      std::string client_port, server_port;
+      words >> hello.ssh_client_address >> client_port >> hello.ssh_server_address >> server_port;
+    }
+    send(hello);
     io.run();
     return exit_code;
   }

@@ -7,6 +7,8 @@
 #include <variant>
 #include <vector>
 
+#include "agent/interface_list.hpp"
+
 namespace hvrun {
 
 // launcher → agent, first message: the job's secret and how often each side must hear the other.
@@ -25,6 +27,11 @@ struct HelloMsg {
   std::string hostname;  // gethostname() on the agent's host
   int pid = 0;
   int free_port = 0;     // a TCP port free on this host (MASTER_PORT when rank 0 lives here)
+  std::vector<InterfaceInfo> interfaces;
+  // From SSH_CONNECTION: the launcher's address as this host saw it, and the address this host was
+  // reached on; empty for a local agent.
+  std::string ssh_client_address;
+  std::string ssh_server_address;
 };
 
 struct RankLaunch {

@@ -1,0 +1,80 @@
+#include "agent/interface_list.hpp"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <sys/stat.h>
+
+#include <fstream>
+#include <memory>
+
+#include "agent/error.hpp"
+
+namespace hvrun {
+
+namespace {
+
+std::string address_text(const sockaddr* sa, const char* ifname) {
+  char buf[INET6_ADDRSTRLEN] = {};
+  if (sa->sa_family == AF_INET) {
+    ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(sa)->sin_addr, buf, sizeof buf);
+    return buf;
+  }
+  const auto* in6 = reinterpret_cast<const sockaddr_in6*>(sa);
+  ::inet_ntop(AF_INET6, &in6->sin6_addr, buf, sizeof buf);
+  std::string text = buf;
+  // A link-local address means nothing without its interface.
+  if (IN6_IS_ADDR_LINKLOCAL(&in6->sin6_addr)) text += std::string("%") + ifname;
+  return text;
+}
+
+int read_speed(const std::string& name) {
+  std::ifstream f("/sys/class/net/" + name + "/speed");
+  int speed = -1;
+  if (!(f >> speed) || speed <= 0) return -1;
+  return speed;
+}
+
+bool has_device(const std::string& name) {
+  struct stat st{};
+  return ::stat(("/sys/class/net/" + name + "/device").c_str(), &st) == 0;
+}
+
+}  // namespace
+
+std::vector<InterfaceInfo> list_interfaces() {
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) throw_errno("getifaddrs", "listing network interfaces");
+  std::unique_ptr<ifaddrs, decltype(&::freeifaddrs)> guard(list, &::freeifaddrs);
+  std::vector<InterfaceInfo> out;
+  for (ifaddrs* a = list; a != nullptr; a = a->ifa_next) {
+    if (a->ifa_addr == nullptr || (a->ifa_addr->sa_family != AF_INET && a->ifa_addr->sa_family != AF_INET6))
+      continue;
+    InterfaceInfo* info = nullptr;
+    for (auto& i : out)
+      if (i.name == a->ifa_name) info = &i;
+    if (info == nullptr) {
+      InterfaceInfo fresh;
+      fresh.name = a->ifa_name;
+      fresh.up = (a->ifa_flags & IFF_UP) != 0;
+      fresh.running = (a->ifa_flags & IFF_RUNNING) != 0;
+      fresh.loopback = (a->ifa_flags & IFF_LOOPBACK) != 0;
+      fresh.is_virtual = !fresh.loopback && !has_device(fresh.name);
+      fresh.speed_mbps = read_speed(fresh.name);
+      out.push_back(std::move(fresh));
+      info = &out.back();
+    }
+    info->addresses.push_back(address_text(a->ifa_addr, a->ifa_name));
+  }
+  return out;
+}
+
+std::string interface_of(const std::vector<InterfaceInfo>& interfaces, const std::string& address) {
+  for (const auto& i : interfaces)
+    for (const auto& a : i.addresses)
+      if (a == address) return i.name;
+  return {};
+}
+
+}  // namespace hvrun

@@ -1,0 +1,26 @@
+#pragma once
+// This host's network interfaces as the probe and the NIC choice see them.
+#include <string>
+#include <vector>
+
+namespace hvrun {
+
+struct InterfaceInfo {
+  std::string name;
+  std::vector<std::string> addresses;  // IPv4 and IPv6 (link-local ones with "%name")
+  bool up = false;
+  bool running = false;
+  bool loopback = false;
+  bool is_virtual = false;  // no /sys/class/net/NAME/device: bridges, veths, docker0, tunnels
+  int speed_mbps = -1;      // /sys/class/net/NAME/speed; -1 when the kernel does not know
+  bool operator==(const InterfaceInfo&) const = default;
+};
+
+// Interfaces in the kernel's order, each with all of its addresses; those without an IP address are
+// left out. Throws SystemError when getifaddrs fails.
+std::vector<InterfaceInfo> list_interfaces();
+
+// The interface holding `address` (textual, as list_interfaces writes it), or "" if none does.
+std::string interface_of(const std::vector<InterfaceInfo>& interfaces, const std::string& address);
+
+}  // namespace hvrun
