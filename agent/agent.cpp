@@ -26,6 +26,8 @@
 #include "agent/error.hpp"
 #include "agent/frame_channel.hpp"
 #include "agent/job_secret.hpp"
+#include "agent/probe_listener.hpp"
+#include "agent/prober.hpp"
 #include "agent/rank_process.hpp"
 #include "hvrun/version.hpp"
 
@@ -76,7 +78,8 @@ struct Agent::Impl {
         stop_signals(io, SIGTERM, SIGINT, SIGHUP),
         kill_timer(io),
         heartbeat_timer(io),
-        watchdog(io) {}
+        watchdog(io),
+        probe_listener(io) {}
 
   asio::io_context io;
   FrameChannel channel;
@@ -87,6 +90,8 @@ struct Agent::Impl {
   asio::steady_timer watchdog;
   std::chrono::milliseconds heartbeat{0};
   std::optional<JobSecret> secret;
+  ProbeListener probe_listener;
+  std::unique_ptr<Prober> prober;
   std::vector<std::unique_ptr<Rank>> ranks;
   std::map<pid_t, Rank*> by_pid;
   std::vector<std::function<void()>> paused;  // readers waiting for the channel to drain
@@ -108,8 +113,8 @@ struct Agent::Impl {
     stop_signals.async_wait([this](auto ec, int sig) {
       if (!ec) on_launcher_gone("agent received " + signal_name(sig));
     });
-    HelloMsg hello{kVersion, local_hostname(), static_cast<int>(::getpid()), pick_free_port(), list_interfaces(),
-                   {}, {}};
+    HelloMsg hello{kVersion,          local_hostname(), static_cast<int>(::getpid()), pick_free_port(),
+                   probe_listener.port(), list_interfaces(), {},  {}};
     // sshd sets SSH_CONNECTION="client_ip client_port server_ip server_port" for the agent's session.
     if (const char* c = std::getenv("SSH_CONNECTION")) {
       std::istringstream words(c);
@@ -135,11 +140,20 @@ struct Agent::Impl {
     if (secret) throw ProtocolError("launcher: a second job message");
     secret = JobSecret::from_hex(m.secret);
     heartbeat = std::chrono::milliseconds(m.heartbeat_ms);
+    probe_listener.identify(*secret, m.host_index, local_hostname());
     rearm_watchdog();
     send_heartbeats();
   }
 
   void handle(const HeartbeatMsg&) {}
+
+  void handle(const ProbeRequestMsg& m) {
+    if (!secret) throw ProtocolError("launcher: probe request before the job message");
+    if (!prober) prober = std::make_unique<Prober>(io, *secret);
+    prober->probe(m.targets, std::chrono::milliseconds(m.timeout_ms), [this](ProbeResultMsg r) {
+      if (!finished) send(r);
+    });
+  }
 
   // Nothing from the launcher for a whole heartbeat period: it is dead or cut off (a pulled cable
   // leaves the SSH connection open but silent), and its ranks must not outlive it.

@@ -7,7 +7,7 @@
 namespace hvrun {
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(InterfaceInfo, name, addresses, up, running, loopback, is_virtual, speed_mbps)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(HelloMsg, version, hostname, pid, free_port, interfaces, ssh_client_address,
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(HelloMsg, version, hostname, pid, free_port, probe_port, interfaces, ssh_client_address,
                                    ssh_server_address)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RankLaunch, rank, env)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(LaunchMsg, host, cwd, argv, env, ranks)
@@ -16,7 +16,10 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ExitedMsg, rank, exit_code, signal, error)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(FatalMsg, error)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TerminateMsg, grace_ms)
 
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(JobMsg, secret, heartbeat_ms)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(JobMsg, secret, heartbeat_ms, host_index, hostnames)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ProbeTarget, host, iface, address, port)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ProbeRequestMsg, targets, timeout_ms)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ProbeResultMsg, host, iface, address, outcome, answered_as, elapsed_ms, detail)
 
 void to_json(nlohmann::json&, const ShutdownMsg&) {}
 void from_json(const nlohmann::json&, ShutdownMsg&) {}
@@ -35,6 +38,8 @@ struct TypeName;
 HVRUN_MESSAGE_NAME(JobMsg, "job")
 HVRUN_MESSAGE_NAME(HeartbeatMsg, "heartbeat")
 HVRUN_MESSAGE_NAME(HelloMsg, "hello")
+HVRUN_MESSAGE_NAME(ProbeRequestMsg, "probe_request")
+HVRUN_MESSAGE_NAME(ProbeResultMsg, "probe_result")
 HVRUN_MESSAGE_NAME(LaunchMsg, "launch")
 HVRUN_MESSAGE_NAME(StartedMsg, "started")
 HVRUN_MESSAGE_NAME(ExitedMsg, "exited")

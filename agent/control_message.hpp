@@ -16,6 +16,34 @@ namespace hvrun {
 struct JobMsg {
   std::string secret;  // JobSecret::hex(); never logged
   int heartbeat_ms = 0;
+  int host_index = 0;                  // this host's identity in probes
+  std::vector<std::string> hostnames;  // every host as the user named it, by index (for messages)
+};
+
+// An address of another host for this agent to probe.
+struct ProbeTarget {
+  int host = 0;  // index of the host that should answer
+  std::string iface;
+  std::string address;
+  int port = 0;  // that host's probe port
+};
+
+// launcher → agent: probe these addresses, all at once, each within timeout_ms.
+struct ProbeRequestMsg {
+  std::vector<ProbeTarget> targets;
+  int timeout_ms = 1000;
+};
+
+// agent → launcher: one probe's outcome: "ok", "refused", "timeout", "unreachable", "wrong-host",
+// "auth-failed". answered_as: the host index that answered instead (wrong-host), else -1.
+struct ProbeResultMsg {
+  int host = 0;
+  std::string iface;
+  std::string address;
+  std::string outcome;
+  int answered_as = -1;
+  int elapsed_ms = 0;
+  std::string detail;  // strerror or what was wrong with the answer
 };
 
 // both ways, every heartbeat_ms / 4 when nothing else was sent.
@@ -27,6 +55,7 @@ struct HelloMsg {
   std::string hostname;  // gethostname() on the agent's host
   int pid = 0;
   int free_port = 0;     // a TCP port free on this host (MASTER_PORT when rank 0 lives here)
+  int probe_port = 0;    // where this agent answers probes, on all its addresses
   std::vector<InterfaceInfo> interfaces;
   // From SSH_CONNECTION: the launcher's address as this host saw it, and the address this host was
   // reached on; empty for a local agent.
@@ -77,7 +106,7 @@ struct TerminateMsg {
 struct ShutdownMsg {};
 
 using ControlMessage =
-    std::variant<JobMsg, HeartbeatMsg, HelloMsg, LaunchMsg, StartedMsg, ExitedMsg, FatalMsg, TerminateMsg, ShutdownMsg>;
+    std::variant<JobMsg, HeartbeatMsg, HelloMsg, ProbeRequestMsg, ProbeResultMsg, LaunchMsg, StartedMsg, ExitedMsg, FatalMsg, TerminateMsg, ShutdownMsg>;
 
 std::string encode_control(const ControlMessage& msg);
 // Throws ProtocolError naming `peer` for malformed JSON, an unknown type or missing/mistyped fields.

@@ -5,6 +5,8 @@
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 
+#include <algorithm>
+
 #include "agent/error.hpp"
 
 namespace hvrun {
@@ -16,27 +18,49 @@ JobSecret JobSecret::generate() {
   return s;
 }
 
-JobSecret JobSecret::from_hex(std::string_view hex) {
-  if (hex.size() != 2 * kSize) throw ProtocolError("job secret of the wrong length");
-  JobSecret s;
-  auto nibble = [](char c) -> int {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    throw ProtocolError("job secret is not hex");
-  };
-  for (std::size_t i = 0; i < kSize; ++i)
-    s.key_[i] = static_cast<unsigned char>(nibble(hex[2 * i]) << 4 | nibble(hex[2 * i + 1]));
-  return s;
-}
-
-std::string JobSecret::hex() const {
+std::string hex_encode(std::string_view bytes) {
   static constexpr char digits[] = "0123456789abcdef";
   std::string out;
-  for (unsigned char b : key_) {
+  out.reserve(2 * bytes.size());
+  for (char c : bytes) {
+    const auto b = static_cast<unsigned char>(c);
     out.push_back(digits[b >> 4]);
     out.push_back(digits[b & 15]);
   }
   return out;
+}
+
+std::string hex_decode(std::string_view hex) {
+  if (hex.size() % 2 != 0) throw ProtocolError("odd number of hex digits");
+  auto nibble = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    throw ProtocolError("not a hex digit");
+  };
+  std::string out;
+  out.reserve(hex.size() / 2);
+  for (std::size_t i = 0; i < hex.size(); i += 2)
+    out.push_back(static_cast<char>(nibble(hex[i]) << 4 | nibble(hex[i + 1])));
+  return out;
+}
+
+std::string random_bytes(std::size_t n) {
+  std::string out(n, '\0');
+  if (RAND_bytes(reinterpret_cast<unsigned char*>(out.data()), static_cast<int>(n)) != 1)
+    throw Error("RAND_bytes failed");
+  return out;
+}
+
+JobSecret JobSecret::from_hex(std::string_view hex) {
+  if (hex.size() != 2 * kSize) throw ProtocolError("job secret of the wrong length");
+  const std::string raw = hex_decode(hex);
+  JobSecret s;
+  std::copy(raw.begin(), raw.end(), s.key_.begin());
+  return s;
+}
+
+std::string JobSecret::hex() const {
+  return hex_encode(std::string_view(reinterpret_cast<const char*>(key_.data()), key_.size()));
 }
 
 std::string JobSecret::mac(std::string_view data) const {

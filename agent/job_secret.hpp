@@ -27,4 +27,11 @@ class JobSecret {
   std::array<unsigned char, kSize> key_{};
 };
 
+// Lowercase hex of raw bytes, and back; hex_decode throws ProtocolError for anything but hex digits.
+std::string hex_encode(std::string_view bytes);
+std::string hex_decode(std::string_view hex);
+
+// `n` random bytes from OpenSSL's RAND_bytes (nonces, tokens).
+std::string random_bytes(std::size_t n);
+
 }  // namespace hvrun

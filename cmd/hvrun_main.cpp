@@ -3,13 +3,15 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <cstdlib>
 #include <iostream>
 
 #include "agent/error.hpp"
 #include "launcher/job.hpp"
 #include "launcher/launch_options.hpp"
 
-int main(int argc, char** argv) {
+namespace {
+int run(int argc, char** argv) {
   // hvrun's own messages go to stderr: stdout carries the ranks' output (and, for the agent, the protocol).
   spdlog::set_default_logger(spdlog::stderr_logger_st("hvrun"));
   spdlog::set_pattern("%v");
@@ -27,4 +29,14 @@ int main(int argc, char** argv) {
     std::cerr << "hvrun: error: " << e.what() << "\n";
     return hvrun::kExitLaunchFailed;
   }
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int code = run(argc, argv);
+  // Connection threads still inside an SSH connect (a host that never answered) are detached; leave
+  // without running static destructors under them. Their sessions close with the process.
+  std::cout.flush();
+  std::cerr.flush();
+  std::_Exit(code);
 }

@@ -6,12 +6,16 @@
 
 #include <utility>  // before Asio, see design notes
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <algorithm>
+#include <mutex>
 #include <optional>
+#include <thread>
 #include <spdlog/spdlog.h>
 
 #include "agent/control_message.hpp"
@@ -23,6 +27,9 @@
 #include "hvrun/version.hpp"
 #include "launcher/host_locality.hpp"
 #include "launcher/local_agent.hpp"
+#include "launcher/remote_agent.hpp"
+#include "launcher/status_line.hpp"
+#include "agent/interface_list.hpp"
 #include "launcher/output_mux.hpp"
 #include "launcher/rank_env.hpp"
 #include "launcher/rank_plan.hpp"
@@ -52,6 +59,23 @@ std::map<std::string, std::string> launcher_environment() {
   return env;
 }
 
+// What describes the launcher's own host or terminal, and would be wrong on another host: left out
+// of the environment that remote ranks inherit (README lists these).
+bool host_specific(const std::string& name) {
+  static const char* const exact[] = {"HOSTNAME", "PWD", "OLDPWD", "SHLVL", "DISPLAY", "TERM", "TERMCAP",
+                                      "COLORTERM", "COLUMNS", "LINES", "XAUTHORITY", "_"};
+  for (const char* e : exact)
+    if (name == e) return true;
+  for (const char* prefix : {"SSH_", "BASH_FUNC_", "TERM_", "WINDOWID", "XDG_SESSION_", "XDG_RUNTIME_DIR"})
+    if (name.rfind(prefix, 0) == 0) return true;
+  return false;
+}
+
+std::map<std::string, std::string> without_host_specific(std::map<std::string, std::string> env) {
+  std::erase_if(env, [](const auto& kv) { return host_specific(kv.first); });
+  return env;
+}
+
 std::string current_directory() {
   std::string buf(4096, '\0');
   if (::getcwd(buf.data(), buf.size()) == nullptr) throw_errno("getcwd", "the working directory for the ranks");
@@ -71,7 +95,11 @@ struct Job::Impl {
   struct Host {
     std::size_t plan_index = 0;  // into RankPlan::hosts()
     std::string name;
+    bool is_local = false;
     std::unique_ptr<LocalAgent> local;
+    std::shared_ptr<RemoteAgent> remote;
+    std::string connect_error;   // why SSH or the agent start failed
+    bool connecting = false;
     std::unique_ptr<FrameChannel> channel;
     std::optional<HelloMsg> hello;
     std::unique_ptr<asio::steady_timer> watchdog;
@@ -83,6 +111,14 @@ struct Job::Impl {
   };
   enum class Phase { kStarting, kRunning, kStopping, kShuttingDown, kDone };
 
+  // Connection threads report here. They are detached (libssh cannot be interrupted in a connect),
+  // so a thread that finishes after the job is gone finds `impl` null and drops its agent, which
+  // closes its SSH session and with it the remote agent.
+  struct Mailbox {
+    std::mutex mutex;
+    Impl* impl = nullptr;
+  };
+
   explicit Impl(LaunchOptions o)
       : options(std::move(o)),
         plan(options.hosts, options.np, options.no_oversubscribe),
@@ -91,8 +127,15 @@ struct Job::Impl {
         heartbeat_timer(io),
         secret(JobSecret::generate()) {}
 
+  ~Impl() {
+    std::lock_guard lock(mailbox->mutex);
+    mailbox->impl = nullptr;
+  }
+
   LaunchOptions options;
   RankPlan plan;
+  std::shared_ptr<Mailbox> mailbox = std::make_shared<Mailbox>();
+  std::unique_ptr<StatusLine> status;
   asio::io_context io;
   asio::signal_set signals;
   asio::steady_timer deadline;
@@ -130,44 +173,123 @@ struct Job::Impl {
     std::vector<std::string> names;
     for (const auto& hp : plan.hosts()) names.push_back(hp.host);
     const auto local = find_local_hosts(names, kResolveTimeout);
-    std::vector<std::string> remote;
-    for (std::size_t i = 0; i < plan.hosts().size(); ++i)
-      if (plan.hosts()[i].local_size > 0 && !local[i]) remote.push_back(plan.hosts()[i].host);
-    if (!remote.empty())
-      throw UsageError("-H: remote hosts are not supported by this build (" + remote.front() +
-                       "); run on localhost only");
 
     ranks.resize(plan.size());
-    const std::string agent_path = default_agent_path();
     for (std::size_t i = 0; i < plan.hosts().size(); ++i) {
       const HostPlan& hp = plan.hosts()[i];
       if (hp.local_size == 0) continue;
       Host h;
       h.plan_index = i;
       h.name = hp.host;
-      h.local = std::make_unique<LocalAgent>(agent_path);
-      UniqueFd fd = h.local->take_channel();
-      UniqueFd wfd(::fcntl(fd.get(), F_DUPFD_CLOEXEC, 3));
-      if (!wfd) throw_errno("fcntl(F_DUPFD_CLOEXEC)", "channel to the agent on " + hp.host);
-      h.channel = std::make_unique<FrameChannel>(io, std::move(fd), std::move(wfd), "agent on " + hp.host);
+      h.is_local = local[i];
       for (int r = hp.first_rank; r < hp.first_rank + hp.local_size; ++r) ranks[r].host = hosts.size();
       hosts.push_back(std::move(h));
     }
-    for (std::size_t i = 0; i < hosts.size(); ++i) attach(i);
+    const bool any_remote = std::any_of(hosts.begin(), hosts.end(), [](const Host& h) { return !h.is_local; });
+    if (any_remote) status = std::make_unique<StatusLine>(2);
+    const std::string agent_path = default_agent_path();
+    {
+      std::lock_guard lock(mailbox->mutex);
+      mailbox->impl = this;
+    }
+    for (std::size_t i = 0; i < hosts.size(); ++i) {
+      Host& h = hosts[i];
+      if (h.is_local) {
+        h.local = std::make_unique<LocalAgent>(agent_path);
+        attach(i, h.local->take_channel());
+      } else {
+        h.connecting = true;
+        connect_remote(i, agent_path);
+      }
+    }
     send_heartbeats();
+    show_progress();
   }
 
-  // Starts the conversation with the agent of hosts[i], whose channel is in place.
-  void attach(std::size_t i) {
+  // SSH to hosts[i] and start its agent, on a thread of its own: all hosts connect at once.
+  void connect_remote(std::size_t i, const std::string& agent_path) {
+    RemoteAgentOptions o;
+    o.ssh.host = hosts[i].name;
+    o.ssh.port = options.ssh_port;
+    o.ssh.identity_file = options.ssh_identity_file;
+    o.ssh.connect_timeout = options.ssh_connect_timeout;
+    o.ssh.strict_host_key = options.ssh_strict_host_key;
+    o.agent_override = options.agent_path;
+    o.local_agent = agent_path;
+    o.start_timeout = options.start_timeout;
+    std::thread([box = mailbox, o, i] {
+      std::shared_ptr<RemoteAgent> agent;
+      std::string error;
+      try {
+        agent = RemoteAgent::start(o);
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+      std::lock_guard lock(box->mutex);
+      if (box->impl == nullptr) return;
+      asio::post(box->impl->io, [impl = box->impl, i, agent, error] { impl->on_connected(i, agent, error); });
+    }).detach();
+  }
+
+  void on_connected(std::size_t i, std::shared_ptr<RemoteAgent> agent, const std::string& error) {
     Host& h = hosts[i];
+    h.connecting = false;
+    if (!error.empty()) {
+      h.connect_error = error;
+      h.closed = true;
+      mark_host_ranks_exited(h);
+    } else {
+      h.remote = std::move(agent);
+      if (phase == Phase::kStarting) attach(i, h.remote->take_channel());
+    }
+    show_progress();
+    if (phase != Phase::kStarting) return;
+    if (std::any_of(hosts.begin(), hosts.end(), [](const Host& x) { return x.connecting; })) return;
+    report_connect_failures();
+  }
+
+  // All hosts are tried before anything is reported, so the report names every host that failed.
+  void report_connect_failures() {
+    std::string report;
+    int failed = 0;
+    for (const Host& h : hosts)
+      if (!h.connect_error.empty()) {
+        ++failed;
+        report += "\n    " + h.connect_error;
+      }
+    if (failed == 0) return;
+    fail_job("cannot start the job on " + std::to_string(failed) + " of " + std::to_string(hosts.size()) +
+             " hosts:" + report);
+  }
+
+  void show_progress() {
+    if (!status || phase != Phase::kStarting) return;
+    int connected = 0, up = 0;
+    for (const Host& h : hosts) {
+      if (!h.connecting && h.connect_error.empty()) ++connected;
+      if (h.hello) ++up;
+    }
+    status->show("hvrun: connected " + std::to_string(connected) + "/" + std::to_string(hosts.size()) +
+                 ", agents up " + std::to_string(up) + "/" + std::to_string(hosts.size()));
+  }
+
+  // Starts the conversation with the agent of hosts[i] over `fd`.
+  void attach(std::size_t i, UniqueFd fd) {
+    Host& h = hosts[i];
+    UniqueFd wfd(::fcntl(fd.get(), F_DUPFD_CLOEXEC, 3));
+    if (!wfd) throw_errno("fcntl(F_DUPFD_CLOEXEC)", "channel to the agent on " + h.name);
+    h.channel = std::make_unique<FrameChannel>(io, std::move(fd), std::move(wfd), "agent on " + h.name);
     h.watchdog = std::make_unique<asio::steady_timer>(io);
     h.channel->start({
         .on_frame = [this, i](Frame&& f) { on_frame(i, std::move(f)); },
         .on_closed = [this, i](const std::string& error) { on_agent_closed(i, error); },
         .on_drained = {},
     });
-    h.channel->send(FrameType::kControl,
-                    encode_control(JobMsg{secret.hex(), static_cast<int>(options.heartbeat_timeout.count())}));
+    std::vector<std::string> names;
+    for (const Host& other : hosts) names.push_back(other.name);
+    h.channel->send(FrameType::kControl, encode_control(JobMsg{secret.hex(),
+                                                               static_cast<int>(options.heartbeat_timeout.count()),
+                                                               static_cast<int>(i), names}));
     rearm_watchdog(i);
   }
 
@@ -189,7 +311,7 @@ struct Job::Impl {
     heartbeat_timer.async_wait([this](auto ec) {
       if (ec || phase == Phase::kDone) return;
       for (Host& h : hosts)
-        if (!h.closed) h.channel->send(FrameType::kControl, encode_control(HeartbeatMsg{}));
+        if (live(h)) h.channel->send(FrameType::kControl, encode_control(HeartbeatMsg{}));
       send_heartbeats();
     });
   }
@@ -200,20 +322,43 @@ struct Job::Impl {
     if (m.version != kVersion)
       throw ProtocolError(h.channel->peer() + " is version " + m.version + ", hvrun is " + kVersion +
                           "; install the same hvrun version on every host");
-    spdlog::info("hvrun: agent on {} is up (hostname {}, pid {})", h.name, m.hostname, m.pid);
+    if (status) status->clear();
+    spdlog::info("hvrun: agent on {} is up (hostname {}, pid {}{})", h.name, m.hostname, m.pid,
+                 h.remote ? ", " + h.remote->agent_description() : std::string());
     h.hello = std::move(m);
+    show_progress();
     for (const auto& other : hosts)
       if (!other.hello) return;
+    if (status) status->clear();
     launch();
   }
 
+  // Until NIC probing decides: one host uses loopback; otherwise each remote host uses the address
+  // its SSH connection arrived on, and local hosts the address remote hosts saw the launcher come from.
   JobNetwork network() const {
     JobNetwork net;
     net.hosts.resize(plan.hosts().size());
+    std::string launcher_address;
     for (const Host& h : hosts)
-      net.hosts[h.plan_index] = HostNetwork{h.hello->hostname, "lo", "127.0.0.1"};
-    net.master_addr = "127.0.0.1";
-    net.master_port = hosts.at(ranks.at(0).host).hello->free_port;
+      if (!h.is_local && !h.hello->ssh_client_address.empty()) launcher_address = h.hello->ssh_client_address;
+    const auto local_interfaces = list_interfaces();
+    for (const Host& h : hosts) {
+      HostNetwork& n = net.hosts[h.plan_index];
+      n.hostname = h.hello->hostname;
+      if (launcher_address.empty()) {
+        n.iface = "lo";
+        n.address = "127.0.0.1";
+      } else if (h.is_local) {
+        n.address = launcher_address;
+        n.iface = interface_of(local_interfaces, launcher_address);
+      } else {
+        n.address = h.hello->ssh_server_address;
+        n.iface = interface_of(h.hello->interfaces, n.address);
+      }
+    }
+    const Host& first = hosts.at(ranks.at(0).host);
+    net.master_addr = net.hosts[first.plan_index].address;
+    net.master_port = first.hello->free_port;
     return net;
   }
 
@@ -232,10 +377,11 @@ struct Job::Impl {
   void launch() {
     const JobNetwork net = network();
     const auto env = base_environment();
+    const auto remote_env = without_host_specific(env);
     const std::string cwd = current_directory();
     for (Host& h : hosts) {
       const HostPlan& hp = plan.hosts()[h.plan_index];
-      LaunchMsg m{h.name, cwd, options.command, env, {}};
+      LaunchMsg m{h.name, cwd, options.command, h.is_local ? env : remote_env, {}};
       for (int r = hp.first_rank; r < hp.first_rank + hp.local_size; ++r)
         m.ranks.push_back(RankLaunch{r, rank_environment(plan.rank(r), net)});
       h.channel->send(FrameType::kControl, encode_control(m));
@@ -248,7 +394,7 @@ struct Job::Impl {
   void on_start_timeout() {
     std::string missing;
     for (const Host& h : hosts)
-      if (!h.hello) missing += (missing.empty() ? "" : ", ") + h.name;
+      if (!h.hello && h.connect_error.empty()) missing += (missing.empty() ? "" : ", ") + h.name;
     fail_job("agents did not start within " + seconds_text(options.start_timeout) + " on: " + missing +
              "; raise --start-timeout or check those hosts");
   }
@@ -324,20 +470,30 @@ struct Job::Impl {
     Host& h = hosts[i];
     if (h.closed) return;
     h.closed = true;
-    h.watchdog->cancel();
-    // Ranks the agent never reported are gone with it: it kills them when its channel closes.
+    if (h.watchdog) h.watchdog->cancel();
+    mark_host_ranks_exited(h);
+    if (phase == Phase::kShuttingDown || phase == Phase::kDone) {
+      maybe_done();
+      return;
+    }
+    std::string why = error.empty() ? std::string("it exited") : error;
+    if (h.remote) {
+      std::string tail = h.remote->stderr_tail();
+      while (!tail.empty() && tail.back() == '\n') tail.pop_back();
+      if (!tail.empty()) why += "; its last words: " + tail.substr(tail.rfind('\n') + 1);
+    }
+    fail_job("lost the agent on " + h.name + ": " + why);
+    if (exited_count == plan.size()) shut_down();
+  }
+
+  // Ranks an agent never reported are gone with it: it kills them when its channel closes.
+  void mark_host_ranks_exited(const Host& h) {
     const HostPlan& hp = plan.hosts()[h.plan_index];
     for (int r = hp.first_rank; r < hp.first_rank + hp.local_size; ++r)
       if (!ranks[r].exited) {
         ranks[r].exited = true;
         ++exited_count;
       }
-    if (phase == Phase::kShuttingDown || phase == Phase::kDone) {
-      maybe_done();
-      return;
-    }
-    fail_job("lost the agent on " + h.name + (error.empty() ? std::string(": it exited") : ": " + error));
-    if (exited_count == plan.size()) shut_down();
   }
 
   void fail_job(const std::string& why) {
@@ -345,6 +501,7 @@ struct Job::Impl {
     if (!failure_reported) {
       failure_reported = true;
       exit_code = kExitLaunchFailed;
+      if (status) status->clear();
       spdlog::error("hvrun: {}", why);
     }
     if (phase == Phase::kStarting) return shut_down();
@@ -357,6 +514,7 @@ struct Job::Impl {
     if (!failure_reported) {
       failure_reported = true;
       exit_code = 128 + sig;
+      if (status) status->clear();
       spdlog::error("hvrun: received {}; stopping all ranks", signal_name(sig));
     }
     if (phase == Phase::kStarting) {
@@ -375,7 +533,7 @@ struct Job::Impl {
     if (phase == Phase::kShuttingDown || phase == Phase::kDone) return;
     phase = Phase::kStopping;
     for (Host& h : hosts)
-      if (!h.closed)
+      if (live(h))
         h.channel->send(FrameType::kControl, encode_control(TerminateMsg{static_cast<int>(grace.count())}));
     arm_deadline(grace + kAfterKillSlack, [this] {
       spdlog::warn("hvrun: some agents did not confirm that their ranks ended; closing their channels");
@@ -386,11 +544,16 @@ struct Job::Impl {
   void shut_down() {
     if (phase == Phase::kShuttingDown || phase == Phase::kDone) return;
     phase = Phase::kShuttingDown;
-    for (Host& h : hosts)
-      if (!h.closed) h.channel->send(FrameType::kControl, encode_control(ShutdownMsg{}));
+    for (Host& h : hosts) {
+      if (live(h)) h.channel->send(FrameType::kControl, encode_control(ShutdownMsg{}));
+      // A host still connecting is abandoned: its agent, if it comes, is dropped on arrival.
+      if (!h.channel) h.closed = true;
+    }
     arm_deadline(kShutdownTimeout, [this] { finish(); });
     maybe_done();
   }
+
+  static bool live(const Host& h) { return h.channel && !h.closed; }
 
   void maybe_done() {
     for (const Host& h : hosts)
@@ -401,7 +564,7 @@ struct Job::Impl {
   void finish() {
     phase = Phase::kDone;
     for (Host& h : hosts) {
-      h.channel->close();
+      if (h.channel) h.channel->close();
       if (h.watchdog) h.watchdog->cancel();
     }
     heartbeat_timer.cancel();

@@ -166,6 +166,7 @@ CliResult parse_command_line(int argc, const char* const* argv) {
   double start_timeout = 30;
   double kill_grace = 3;
   double heartbeat_timeout = 20;
+  double ssh_connect_timeout = 10;
   std::vector<std::string> env;
 
   app.add_option("--num-proc", np, "Number of ranks (default: all slots)")
@@ -184,6 +185,15 @@ CliResult parse_command_line(int argc, const char* const* argv) {
   app.add_option("-i,--ssh-identity-file", o.ssh_identity_file, "SSH private key")
       ->check(CLI::Validator(CLI::ExistingFile).description(""))
       ->type_name("FILE");
+  app.add_option("--ssh-connect-timeout", ssh_connect_timeout,
+                 "Seconds to resolve, connect and handshake with each host (default 10)")
+      ->transform(seconds(false))
+      ->type_name("SECONDS");
+  app.add_flag("--ssh-strict-host-key-checking", o.ssh_strict_host_key,
+               "Refuse hosts that are not in ~/.ssh/known_hosts (default: record them)");
+  app.add_option("--agent-path", o.agent_path,
+                 "Path of hvrun-agent on remote hosts (default: hvrun's own path, then PATH, then a copy)")
+      ->type_name("PATH");
   app.add_option("--network-interface", o.network_interfaces,
                  "NICs to consider: names, prefixes, =exact, ^exclude, CIDR (comma lists, repeatable)")
       ->delimiter(',')
@@ -252,6 +262,7 @@ CliResult parse_command_line(int argc, const char* const* argv) {
   if (port_opt->count() > 0) o.ssh_port = ssh_port;
   o.start_timeout = std::max(to_millis(start_timeout), std::chrono::milliseconds(1));
   o.kill_grace = to_millis(kill_grace);
+  o.ssh_connect_timeout = std::max(to_millis(ssh_connect_timeout), std::chrono::milliseconds(1));
   o.heartbeat_timeout = std::max(to_millis(heartbeat_timeout), std::chrono::milliseconds(1));
   if (o.verbose && level_opt->count() == 0) o.log_level = "info";
   for (const auto& item : env) o.env.push_back(split_env(item));

@@ -17,6 +17,9 @@ struct LaunchOptions {
   bool no_oversubscribe = false;
   std::optional<int> ssh_port;       // -p: overrides ~/.ssh/config for every host
   std::string ssh_identity_file;     // -i
+  std::chrono::milliseconds ssh_connect_timeout{10'000};  // --ssh-connect-timeout
+  bool ssh_strict_host_key = false;  // --ssh-strict-host-key-checking: refuse hosts not in known_hosts
+  std::string agent_path;            // --agent-path: hvrun-agent's path on every remote host
   std::vector<std::string> network_interfaces;  // --network-interface, comma lists split, in order
   std::chrono::milliseconds start_timeout{30'000};
   std::chrono::milliseconds kill_grace{3'000};

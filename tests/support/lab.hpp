@@ -1,0 +1,39 @@
+#pragma once
+// Test support: a network-namespace lab (scripts/lab.sh) for the life of one test. The destructor
+// runs `lab.sh down`, so the lab is removed even when the test fails.
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace hvrun::test {
+
+class Lab {
+ public:
+  // Why lab tests cannot run here (not root, no `ip netns`, no sshd), or nothing when they can.
+  static std::optional<std::string> unavailable_reason();
+
+  // Brings up `hosts` hosts under `prefix`; throws with lab.sh's output when that fails.
+  Lab(int hosts, std::string prefix = "hvtest");
+  ~Lab();
+  Lab(const Lab&) = delete;
+  Lab& operator=(const Lab&) = delete;
+
+  // Values from `lab.sh env` (LAB_PORT, LAB_KEY, LAB_HOSTS, ...).
+  const std::string& var(const std::string& name) const;
+  std::vector<std::string> list(const std::string& name) const;  // a space-separated variable
+  std::string host(int i) const { return list("LAB_HOSTS").at(static_cast<std::size_t>(i)); }
+
+  // argv that runs `cmd` on host i (its namespace, hostname and /etc/hosts).
+  std::vector<std::string> on_host(int i, const std::vector<std::string>& cmd) const;
+  // Runs `lab.sh ARGS...` (cut, uncut, rekey, oneway, ...) and returns its exit code.
+  int control(const std::vector<std::string>& args) const;
+  // Processes in host i's namespace whose environment holds `marker`.
+  std::vector<int> processes_on_host(int i, const std::string& marker) const;
+
+ private:
+  std::string prefix_;
+  std::map<std::string, std::string> vars_;
+};
+
+}  // namespace hvrun::test

@@ -1,0 +1,125 @@
+// Probing in one process over loopback: identity, HMAC and the classification of outcomes.
+#include <catch2/catch.hpp>
+
+#include <utility>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/write.hpp>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "agent/frame_codec.hpp"
+#include "agent/job_secret.hpp"
+#include "agent/probe_listener.hpp"
+#include "agent/prober.hpp"
+
+using namespace hvrun;
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+
+namespace {
+std::vector<ProbeResultMsg> probe_all(asio::io_context& io, Prober& prober, const std::vector<ProbeTarget>& targets,
+                                      std::chrono::milliseconds timeout) {
+  std::vector<ProbeResultMsg> results;
+  prober.probe(targets, timeout, [&](ProbeResultMsg r) { results.push_back(std::move(r)); });
+  const auto deadline = std::chrono::steady_clock::now() + timeout + 2s;
+  while (results.size() < targets.size() && std::chrono::steady_clock::now() < deadline) io.run_one_for(100ms);
+  return results;
+}
+}  // namespace
+
+TEST_CASE("probes tell the right host, the wrong host, a refusal and a forged answer apart", "[probe]") {
+  asio::io_context io;
+  const JobSecret secret = JobSecret::generate();
+  ProbeListener self(io), peer(io), stranger(io);
+  self.identify(secret, 0, "a");
+  peer.identify(secret, 1, "b");
+  stranger.identify(JobSecret::generate(), 2, "c");  // another job's secret
+  // A port with nobody listening: bind, remember, close.
+  asio::ip::tcp::acceptor closed(io, asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  const int closed_port = closed.local_endpoint().port();
+  closed.close();
+
+  Prober prober(io, secret);
+  const auto results = probe_all(io, prober,
+                                 {{1, "lo", "127.0.0.1", peer.port()},
+                                  {3, "lo", "127.0.0.1", self.port()},  // expected host 3, host 0 answers
+                                  {2, "lo", "127.0.0.1", stranger.port()},
+                                  {4, "lo", "127.0.0.1", closed_port},
+                                  {5, "lo", "::1", peer.port()}},
+                                 1000ms);
+  REQUIRE(results.size() == 5);
+  std::map<int, ProbeResultMsg> by_host;
+  for (const auto& r : results) by_host[r.host] = r;
+  CHECK(by_host[1].outcome == "ok");
+  CHECK(by_host[3].outcome == "wrong-host");
+  CHECK(by_host[3].answered_as == 0);
+  CHECK(by_host[2].outcome == "auth-failed");
+  CHECK(by_host[4].outcome == "refused");
+  // host 5 is really host 1 over IPv6 loopback: wrong host, answered as 1.
+  CHECK(by_host[5].outcome == "wrong-host");
+  CHECK(by_host[5].answered_as == 1);
+}
+
+TEST_CASE("a listener that never answers costs one probe timeout for all its probes", "[probe]") {
+  asio::io_context io;
+  const JobSecret secret = JobSecret::generate();
+  // Accepts connections (the kernel's backlog does) and never reads or answers.
+  asio::ip::tcp::acceptor mute(io, asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  Prober prober(io, secret);
+  std::vector<ProbeTarget> targets;
+  for (int h = 0; h < 6; ++h) targets.push_back({h, "lo", "127.0.0.1", mute.local_endpoint().port()});
+  const auto start = std::chrono::steady_clock::now();
+  const auto results = probe_all(io, prober, targets, 300ms);
+  const auto took = std::chrono::steady_clock::now() - start;
+  REQUIRE(results.size() == 6);
+  for (const auto& r : results) CHECK(r.outcome == "timeout");
+  CHECK(took < 1500ms);  // concurrent: about one timeout, not six
+}
+
+TEST_CASE("the probe listener drops garbage, oversized and silent connections and keeps serving", "[probe]") {
+  asio::io_context io;
+  const JobSecret secret = JobSecret::generate();
+  ProbeListener listener(io);
+  listener.identify(secret, 7, "g");
+  std::thread server([&] { io.run_for(4s); });
+
+  auto talk = [&](const std::string& bytes) {
+    asio::io_context cio;
+    asio::ip::tcp::socket s(cio);
+    s.connect(asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), listener.port()));
+    if (!bytes.empty()) asio::write(s, asio::buffer(bytes));
+    std::string got;
+    std::array<char, 256> buf;
+    boost::system::error_code ec;
+    for (;;) {
+      const std::size_t n = s.read_some(asio::buffer(buf), ec);
+      if (ec) break;
+      got.append(buf.data(), n);
+    }
+    return got;
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK(talk("GET / HTTP/1.0\r\n\r\n").empty());
+  CHECK(talk(encode_frame(FrameType::kControl, std::string(4000, 'x'))).empty());
+  CHECK(talk(encode_frame(FrameType::kControl, R"({"nonce":"zz"})")).empty());
+  CHECK(talk("").empty());  // silent: closed after the listener's patience
+  CHECK(std::chrono::steady_clock::now() - t0 < ProbeListener::kPatience + 1s);
+  // A replayed answer to another nonce does not verify.
+  const std::string nonce(32, 'n');
+  const std::string answer = talk(encode_frame(FrameType::kControl, R"({"nonce":")" + hex_encode(nonce) + R"("})"));
+  CHECK_FALSE(answer.empty());
+  FrameDecoder d("listener");
+  d.feed(answer);
+  auto frame = d.next();
+  REQUIRE(frame);
+  const auto j = nlohmann::json::parse(frame->payload);
+  const std::string mac = hex_decode(j.at("mac").get<std::string>());
+  CHECK(secret.verify(probe_mac_input(nonce, 7), mac));
+  CHECK_FALSE(secret.verify(probe_mac_input(std::string(32, 'm'), 7), mac));
+  CHECK_FALSE(secret.verify(probe_mac_input(nonce, 6), mac));
+  io.stop();
+  server.join();
+}

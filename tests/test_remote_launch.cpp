@@ -1,0 +1,225 @@
+// Remote launch on a network-namespace lab (scripts/lab.sh): hvrun runs on lab host 0 and reaches the
+// other hosts over SSH on a non-default port. Needs root; without it the cases say why they skip.
+#include <catch2/catch.hpp>
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "tests/support/child_process.hpp"
+#include "tests/support/lab.hpp"
+
+using namespace hvrun::test;
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A HOME of its own for hvrun, so root's real ~/.ssh is never read or written.
+struct TempHome {
+  fs::path dir;
+  TempHome() : dir(fs::temp_directory_path() / ("hvrun-home-" + std::to_string(::getpid()))) {
+    fs::remove_all(dir);
+    fs::create_directories(dir / ".ssh");
+  }
+  ~TempHome() { fs::remove_all(dir); }
+};
+
+std::vector<std::string> hvrun_on(const Lab& lab, const TempHome& home, std::vector<std::string> args,
+                                  int host = 0, const std::string& hvrun = hvrun_bin()) {
+  std::vector<std::string> cmd{"/usr/bin/env", "HOME=" + home.dir.string(), hvrun, "-p", lab.var("LAB_PORT"), "-i",
+                               lab.var("LAB_KEY")};
+  cmd.insert(cmd.end(), args.begin(), args.end());
+  return lab.on_host(host, cmd);
+}
+
+int count(const std::string& text, const std::string& needle) {
+  int n = 0;
+  for (auto p = text.find(needle); p != std::string::npos; p = text.find(needle, p + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("remote launch across three lab hosts", "[lab]") {
+  if (auto why = Lab::unavailable_reason()) {
+    WARN(*why);
+    return;
+  }
+  Lab lab(3);
+  TempHome home;
+  const std::string h1 = lab.host(1), h2 = lab.host(2);
+
+  // The issue's "done when": each remote hostname twice, ranks numbered in -H order.
+  auto r = run(hvrun_on(lab, home, {"-np", "6", "-H", "localhost:2," + h1 + ":2," + h2 + ":2", "hostname"}), 60s);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(count(r.out, "<stdout>:" + h1 + "\n") == 2);
+  CHECK(count(r.out, "<stdout>:" + h2 + "\n") == 2);
+  CHECK(count(r.out, "<stdout>:" + lab.host(0) + "\n") == 2);
+  CHECK_THAT(r.out, Catch::Contains("[2]<stdout>:" + h1) && Catch::Contains("[3]<stdout>:" + h1) &&
+                        Catch::Contains("[4]<stdout>:" + h2) && Catch::Contains("[5]<stdout>:" + h2));
+  // The unknown hosts were recorded in known_hosts under [host]:port.
+  std::ifstream kh(home.dir / ".ssh" / "known_hosts");
+  std::string known((std::istreambuf_iterator<char>(kh)), std::istreambuf_iterator<char>());
+  CHECK_THAT(known, Catch::Contains("[" + h1 + "]:" + lab.var("LAB_PORT")));
+
+  {
+    INFO("cwd, -x and the rank contract reach remote ranks; host-specific variables do not");
+    auto e = run(hvrun_on(lab, home,
+                          {"-H", "localhost," + h1 + "," + h2, "-x", "HVRUN_TEST_VALUE=from-x", "sh", "-c",
+                           "echo V=$HVRUN_TEST_VALUE D=$(pwd) R=$HVRUN_RANK H=$HVRUN_HOSTNAME X=${SSH_TEST_X:-unset} "
+                           "I=$HVRUN_IFACE M=$MASTER_ADDR"}),
+                 60s, {"SSH_TEST_X=leak"});
+    INFO(e.out << e.err);
+    REQUIRE(e.exit_code == 0);
+    const std::string cwd = fs::current_path().string();
+    CHECK_THAT(e.out, Catch::Contains("[1]<stdout>:V=from-x D=" + cwd + " R=1 H=" + h1));
+    CHECK_THAT(e.out, Catch::Contains("[2]<stdout>:V=from-x D=" + cwd + " R=2 H=" + h2));
+    CHECK_THAT(e.out, Catch::Contains(" M=" + lab.list("LAB_FABRIC_ADDRS").at(0)));
+    CHECK_THAT(e.out, Catch::Contains("I=" + lab.list("LAB_FABRIC_IFACES").at(1)));
+  }
+  {
+    INFO("a failing rank on a remote host ends the job everywhere with its code, naming the host");
+    const std::string marker = unique_marker();
+    auto f = run(hvrun_on(lab, home,
+                          {"-np", "6", "-H", "localhost:2," + h1 + ":2," + h2 + ":2", "-x", marker, "sh", "-c",
+                           "[ $HVRUN_RANK = 3 ] && { echo bad-news >&2; exit 5; }; exec sleep 60"}),
+                 60s);
+    INFO(f.out << f.err);
+    CHECK(f.exit_code == 5);
+    CHECK_THAT(f.err, Catch::Contains("rank 3 on " + h1 + ": exited with code 5"));
+    CHECK_THAT(f.err, Catch::Contains("bad-news"));
+    CHECK(wait_until_gone(marker, 3s).empty());
+  }
+  {
+    INFO("hvrun killed by SIGKILL leaves nothing on any host within 2 s");
+    const std::string marker = unique_marker();
+    const fs::path pidfile = home.dir / "hvrun.pid";
+    std::vector<std::string> args{"-np", "6", "-H", "localhost:2," + h1 + ":2," + h2 + ":2", "-x", marker,
+                                  "sh", "-c", "echo ready; exec sleep 60"};
+    auto argv = hvrun_on(lab, home, args);
+    // Run through a shell that records hvrun's pid and then becomes hvrun.
+    std::string line = "echo $$ > " + pidfile.string() + "; exec";
+    for (std::size_t i = 6; i < argv.size(); ++i) line += " '" + argv[i] + "'";
+    ChildProcess p(lab.on_host(0, {"sh", "-c", line}));
+    REQUIRE(p.wait_for_stdout("<stdout>:ready", 6, 60s));
+    std::ifstream pf(pidfile);
+    int pid = 0;
+    pf >> pid;
+    REQUIRE(pid > 0);
+    CHECK(processes_with_marker(marker).size() >= 6);
+    ::kill(pid, SIGKILL);
+    CHECK(wait_until_gone(marker, 2s).empty());
+  }
+  {
+    INFO("a host cut off mid-run ends the job naming it, and its own ranks die too");
+    const std::string marker = unique_marker();
+    ChildProcess p(hvrun_on(lab, home,
+                            {"--heartbeat-timeout", "2", "-H", "localhost," + h1 + "," + h2, "-x", marker, "sh", "-c",
+                             "echo ready; exec sleep 60"}));
+    REQUIRE(p.wait_for_stdout("<stdout>:ready", 3, 60s));
+    REQUIRE(lab.control({"cut", "2"}) == 0);
+    auto c = p.wait(30s);
+    INFO(c.out << c.err);
+    CHECK(c.exit_code == 1);
+    CHECK_THAT(c.err, Catch::Contains(h2) && Catch::Contains("no answer for 2 s"));
+    CHECK(c.elapsed < 15s);
+    // The cut-off agent hears nothing either and kills its ranks after its own heartbeat timeout.
+    const auto deadline = std::chrono::steady_clock::now() + 6s;
+    while (!lab.processes_on_host(2, marker).empty() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(100ms);
+    CHECK(lab.processes_on_host(2, marker).empty());
+    lab.control({"uncut", "2"});
+    CHECK(wait_until_gone(marker, 5s).empty());
+  }
+}
+
+TEST_CASE("SSH set-up on the lab: config aliases, missing agents, host keys, unauthorized keys", "[lab]") {
+  if (auto why = Lab::unavailable_reason()) {
+    WARN(*why);
+    return;
+  }
+  Lab lab(3);
+  TempHome home;
+  const std::string h1 = lab.host(1), h2 = lab.host(2);
+  {
+    INFO("~/.ssh/config: a Host alias with HostName, Port and IdentityFile; no -p or -i");
+    std::ofstream cfg(home.dir / ".ssh" / "config");
+    cfg << "Host node-one\n  HostName " << h1 << "\n  Port " << lab.var("LAB_PORT") << "\n  IdentityFile "
+        << lab.var("LAB_KEY") << "\n  User root\n";
+    cfg.close();
+    auto r = run(lab.on_host(0, {"/usr/bin/env", "HOME=" + home.dir.string(), hvrun_bin(), "-H", "node-one:2",
+                                 "hostname"}),
+                 60s);
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 0);
+    CHECK(count(r.out, "<stdout>:" + h1 + "\n") == 2);
+  }
+  {
+    INFO("a host without hvrun-agent gets a copy over SFTP, checked by hash, and runs it");
+    const fs::path dir = fs::temp_directory_path() / ("hvrun-copy-" + std::to_string(::getpid()));
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    fs::copy_file(hvrun_bin(), dir / "hvrun");
+    fs::copy_file(fs::path(hvrun_bin()).parent_path() / "hvrun-agent", dir / "hvrun-agent");
+    // Not executable at the shared path, so no host can use it in place; not on PATH either.
+    fs::permissions(dir / "hvrun-agent", fs::perms::owner_read | fs::perms::owner_write);
+    auto r = run(hvrun_on(lab, home, {"--verbose", "-H", h1 + "," + h2, "hostname"}, 0, (dir / "hvrun").string()), 90s);
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 0);
+    CHECK_THAT(r.err, Catch::Contains("copied to ~/.cache/hvrun/agent-"));
+    CHECK(count(r.out, "<stdout>:" + h1 + "\n") == 1);
+    // Second run: the cached copy passes its hash check and is used as it is.
+    auto again = run(hvrun_on(lab, home, {"--verbose", "-H", h1, "hostname"}, 0, (dir / "hvrun").string()), 60s);
+    CHECK(again.exit_code == 0);
+    CHECK_THAT(again.err, Catch::Contains("cached copy ~/.cache/hvrun/agent-"));
+    // Remove exactly the cache entry this test made (the lab's hosts share root's home).
+    const auto digest_pos = r.err.find("agent-");
+    if (digest_pos != std::string::npos) {
+      const std::string entry = r.err.substr(digest_pos, 6 + 64);
+      fs::remove_all(fs::path("/root/.cache/hvrun") / entry);
+    }
+    fs::remove_all(dir);
+  }
+  {
+    INFO("a changed host key is refused, naming the host and what to remove");
+    auto first = run(hvrun_on(lab, home, {"-H", h2, "true"}), 60s);
+    REQUIRE(first.exit_code == 0);
+    REQUIRE(lab.control({"rekey", "2"}) == 0);
+    auto r = run(hvrun_on(lab, home, {"-H", h1 + "," + h2, "true"}), 60s);
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.err, Catch::Contains(h2 + ": host key changed"));
+    CHECK_THAT(r.err, Catch::Contains("ssh-keygen -R"));
+  }
+  {
+    INFO("a key that is not authorized fails fast with the fix");
+    const fs::path key = home.dir / "stranger";
+    REQUIRE(run({"/usr/bin/ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", key.string()}, 30s).exit_code == 0);
+    auto r = run(lab.on_host(0, {"/usr/bin/env", "HOME=" + home.dir.string(), hvrun_bin(), "-p", lab.var("LAB_PORT"),
+                                 "-i", key.string(), "-H", h1, "true"}),
+                 30s);
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.err, Catch::Contains(h1 + ": permission denied (publickey)"));
+    CHECK_THAT(r.err, Catch::Contains("ssh-copy-id -p " + lab.var("LAB_PORT")));
+    CHECK(r.elapsed < 10s);
+  }
+  {
+    INFO("every host that fails is reported, not just the first");
+    REQUIRE(lab.control({"ssh-stop", "1"}) == 0);
+    auto r = run(hvrun_on(lab, home, {"--ssh-connect-timeout", "3", "-H", h1 + ",no-such-host.invalid," + h2, "true"}),
+                 60s);
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 1);
+    // h2's key was changed above, so all three fail, each for its own reason.
+    CHECK_THAT(r.err, Catch::Contains("cannot start the job on 3 of 3 hosts"));
+    CHECK_THAT(r.err, Catch::Contains(h2 + ": host key changed"));
+    CHECK_THAT(r.err, Catch::Contains(h1 + ": connection refused"));
+    CHECK_THAT(r.err, Catch::Contains("no-such-host.invalid"));
+    lab.control({"ssh-start", "1"});
+  }
+}
