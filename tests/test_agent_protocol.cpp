@@ -1,0 +1,160 @@
+// The agent driven directly over its channel, as a launcher would: hello, job, launch, output,
+// exits, terminate, shutdown, a missing working directory, and what it does when the launcher vanishes.
+#include <catch2/catch.hpp>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "agent/control_message.hpp"
+#include "agent/frame_codec.hpp"
+#include "agent/job_secret.hpp"
+#include "hvrun/version.hpp"
+#include "launcher/local_agent.hpp"
+#include "tests/support/child_process.hpp"
+
+using namespace hvrun;
+using namespace std::chrono_literals;
+
+namespace {
+
+class AgentDriver {
+ public:
+  AgentDriver() : agent_(std::string(HVRUN_BIN_DIR) + "/hvrun-agent"), fd_(agent_.take_channel()) {}
+
+  void send(const ControlMessage& m) {
+    const std::string f = encode_frame(FrameType::kControl, encode_control(m));
+    REQUIRE(::write(fd_.get(), f.data(), f.size()) == static_cast<ssize_t>(f.size()));
+  }
+  // The next frame, or nothing at EOF or after the timeout.
+  std::optional<Frame> next(std::chrono::milliseconds timeout = 10s) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      if (auto f = decoder_.next()) return f;
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return std::nullopt;
+      pollfd p{fd_.get(), POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) return std::nullopt;
+      char buf[65536];
+      const ssize_t n = ::read(fd_.get(), buf, sizeof buf);
+      if (n <= 0) return std::nullopt;
+      decoder_.feed(std::string_view(buf, static_cast<size_t>(n)));
+    }
+  }
+  // Skips heartbeats and output; returns the next control message of type T.
+  template <typename T>
+  T expect(std::string* output = nullptr) {
+    for (;;) {
+      auto f = next();
+      REQUIRE(f);
+      if (f->type == FrameType::kOutput) {
+        if (output) *output += decode_output(f->payload, "agent").bytes;
+        continue;
+      }
+      auto m = decode_control(f->payload, "agent");
+      if (std::holds_alternative<HeartbeatMsg>(m)) continue;
+      REQUIRE(std::holds_alternative<T>(m));
+      return std::get<T>(m);
+    }
+  }
+  void close() { fd_.reset(); }
+  LocalAgent& process() { return agent_; }
+
+ private:
+  LocalAgent agent_;
+  UniqueFd fd_;
+  FrameDecoder decoder_{"agent"};
+};
+
+LaunchMsg launch_of(std::vector<std::string> argv, const std::string& marker, int ranks = 1) {
+  LaunchMsg m{"testhost", "/tmp", std::move(argv), {{"PATH", "/usr/bin:/bin"}}, {}};
+  const auto eq = marker.find('=');
+  for (int r = 0; r < ranks; ++r)
+    m.ranks.push_back(RankLaunch{r, {{"HVRUN_RANK", std::to_string(r)}, {marker.substr(0, eq), marker.substr(eq + 1)}}});
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("the agent says hello with its version, hostname, interfaces and ports", "[integration][agent]") {
+  AgentDriver a;
+  const auto hello = a.expect<HelloMsg>();
+  CHECK(hello.version == kVersion);
+  char name[256] = {};
+  ::gethostname(name, sizeof name - 1);
+  CHECK(hello.hostname == name);
+  CHECK(hello.free_port > 0);
+  CHECK(hello.probe_port > 0);
+  bool has_lo = false;
+  for (const auto& i : hello.interfaces) has_lo = has_lo || (i.loopback && !i.addresses.empty());
+  CHECK(has_lo);
+}
+
+TEST_CASE("the agent runs ranks, streams their output before their exit, and obeys shutdown", "[integration][agent]") {
+  AgentDriver a;
+  a.expect<HelloMsg>();
+  a.send(JobMsg{JobSecret::generate().hex(), 20000, 0, {"testhost"}});
+  const std::string marker = test::unique_marker();
+  a.send(launch_of({"sh", "-c", "echo out-$HVRUN_RANK; echo err >&2; exit 3"}, marker, 2));
+  std::string output;
+  int exits = 0;
+  for (int started = 0; started + exits < 4;) {
+    auto f = a.next();
+    REQUIRE(f);
+    if (f->type == FrameType::kOutput) {
+      output += decode_output(f->payload, "agent").bytes;
+      continue;
+    }
+    auto m = decode_control(f->payload, "agent");
+    if (std::holds_alternative<StartedMsg>(m)) ++started;
+    if (auto* e = std::get_if<ExitedMsg>(&m)) {
+      CHECK(e->exit_code == 3);
+      CHECK_THAT(output, Catch::Contains("out-" + std::to_string(e->rank)));  // output came first
+      ++exits;
+    }
+  }
+  a.send(ShutdownMsg{});
+  CHECK_FALSE(a.next(5s));  // the agent closes its channel and exits
+  CHECK(a.process().reap(5000ms) == 0);
+}
+
+TEST_CASE("a missing working directory is a fatal message naming it", "[integration][agent]") {
+  AgentDriver a;
+  a.expect<HelloMsg>();
+  a.send(JobMsg{JobSecret::generate().hex(), 20000, 0, {"testhost"}});
+  auto m = launch_of({"true"}, test::unique_marker());
+  m.cwd = "/nonexistent/hvrun-test-dir";
+  a.send(m);
+  const auto fatal = a.expect<FatalMsg>();
+  CHECK_THAT(fatal.error, Catch::Contains("working directory '/nonexistent/hvrun-test-dir' does not exist"));
+}
+
+TEST_CASE("the agent kills its ranks at once when its channel closes", "[integration][agent]") {
+  const std::string marker = test::unique_marker();
+  AgentDriver a;
+  a.expect<HelloMsg>();
+  a.send(JobMsg{JobSecret::generate().hex(), 20000, 0, {"testhost"}});
+  a.send(launch_of({"sh", "-c", "sleep 60 & exec sleep 60"}, marker, 2));
+  a.expect<StartedMsg>();
+  a.expect<StartedMsg>();
+  REQUIRE(test::wait_until_gone(marker, 0ms).size() >= 2);
+  a.close();
+  CHECK(test::wait_until_gone(marker, 2s).empty());
+}
+
+TEST_CASE("an agent that hears nothing for its heartbeat period kills its ranks", "[integration][agent]") {
+  const std::string marker = test::unique_marker();
+  AgentDriver a;
+  a.expect<HelloMsg>();
+  a.send(JobMsg{JobSecret::generate().hex(), 600, 0, {"testhost"}});
+  a.send(launch_of({"sleep", "60"}, marker));
+  a.expect<StartedMsg>();
+  // We never send anything again; the agent gives up after 600 ms.
+  CHECK(test::wait_until_gone(marker, 3s).empty());
+}
+
+TEST_CASE("the agent refuses protocol violations by closing", "[integration][agent]") {
+  AgentDriver a;
+  a.expect<HelloMsg>();
+  a.send(launch_of({"true"}, test::unique_marker()));  // a launch before the job message
+  CHECK_FALSE(a.next(5s));
+}
