@@ -17,7 +17,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(FatalMsg, error)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TerminateMsg, grace_ms)
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(JobMsg, secret, heartbeat_ms, host_index, hostnames)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ProbeTarget, host, iface, address, port)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ProbeAddress, host, iface, address, port)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ProbeRequestMsg, targets, timeout_ms)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ProbeResultMsg, host, iface, address, outcome, answered_as, elapsed_ms, detail)
 

@@ -21,7 +21,7 @@ struct JobMsg {
 };
 
 // An address of another host for this agent to probe.
-struct ProbeTarget {
+struct ProbeAddress {
   int host = 0;  // index of the host that should answer
   std::string iface;
   std::string address;
@@ -30,7 +30,7 @@ struct ProbeTarget {
 
 // launcher → agent: probe these addresses, all at once, each within timeout_ms.
 struct ProbeRequestMsg {
-  std::vector<ProbeTarget> targets;
+  std::vector<ProbeAddress> targets;
   int timeout_ms = 1000;
 };
 

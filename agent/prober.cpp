@@ -22,14 +22,14 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 struct Probe : std::enable_shared_from_this<Probe> {
-  Probe(asio::io_context& io, const JobSecret& s, ProbeTarget t, Prober::ResultHandler h)
+  Probe(asio::io_context& io, const JobSecret& s, ProbeAddress t, Prober::ResultHandler h)
       : socket(io), timer(io), decoder("probe answer"), secret(s), target(std::move(t)), on_result(std::move(h)) {}
 
   tcp::socket socket;
   asio::steady_timer timer;
   FrameDecoder decoder;
   const JobSecret& secret;
-  ProbeTarget target;
+  ProbeAddress target;
   Prober::ResultHandler on_result;
   std::string nonce = random_bytes(32);
   std::string request;
@@ -112,7 +112,7 @@ Prober::Prober(asio::io_context& io, const JobSecret& secret)
 
 Prober::~Prober() = default;
 
-void Prober::probe(const std::vector<ProbeTarget>& targets, std::chrono::milliseconds timeout,
+void Prober::probe(const std::vector<ProbeAddress>& targets, std::chrono::milliseconds timeout,
                    ResultHandler on_result) {
   for (const auto& t : targets) {
     // The probe keeps the prober's secret alive through `impl_` for as long as it runs.

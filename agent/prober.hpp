@@ -26,7 +26,7 @@ class Prober {
   Prober& operator=(const Prober&) = delete;
 
   // Starts every probe at once; `on_result` runs once per target, as each ends.
-  void probe(const std::vector<ProbeTarget>& targets, std::chrono::milliseconds timeout, ResultHandler on_result);
+  void probe(const std::vector<ProbeAddress>& targets, std::chrono::milliseconds timeout, ResultHandler on_result);
 
  private:
   struct Impl;

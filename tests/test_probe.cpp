@@ -20,7 +20,7 @@ namespace asio = boost::asio;
 using namespace std::chrono_literals;
 
 namespace {
-std::vector<ProbeResultMsg> probe_all(asio::io_context& io, Prober& prober, const std::vector<ProbeTarget>& targets,
+std::vector<ProbeResultMsg> probe_all(asio::io_context& io, Prober& prober, const std::vector<ProbeAddress>& targets,
                                       std::chrono::milliseconds timeout) {
   std::vector<ProbeResultMsg> results;
   prober.probe(targets, timeout, [&](ProbeResultMsg r) { results.push_back(std::move(r)); });
@@ -69,7 +69,7 @@ TEST_CASE("a listener that never answers costs one probe timeout for all its pro
   // Accepts connections (the kernel's backlog does) and never reads or answers.
   asio::ip::tcp::acceptor mute(io, asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
   Prober prober(io, secret);
-  std::vector<ProbeTarget> targets;
+  std::vector<ProbeAddress> targets;
   for (int h = 0; h < 6; ++h) targets.push_back({h, "lo", "127.0.0.1", mute.local_endpoint().port()});
   const auto start = std::chrono::steady_clock::now();
   const auto results = probe_all(io, prober, targets, 300ms);
