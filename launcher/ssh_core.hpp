@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "launcher/ssh_session.hpp"
-#include "launcher/unique_fd.hpp"
+#include "agent/unique_fd.hpp"
 
 namespace hvrun::ssh_detail {
 

@@ -5,7 +5,7 @@
 #include <chrono>
 #include <string>
 
-#include "launcher/unique_fd.hpp"
+#include "agent/unique_fd.hpp"
 
 namespace hvrun {
 

@@ -14,7 +14,7 @@
 #include <thread>
 
 #include "launcher/ssh_session.hpp"
-#include "launcher/unique_fd.hpp"
+#include "agent/unique_fd.hpp"
 #include "tests/sshd_fixture.hpp"
 
 using namespace std::chrono_literals;
