@@ -110,6 +110,9 @@ TEST_CASE("remote launch across three lab hosts", "[lab]") {
     int pid = 0;
     pf >> pid;
     REQUIRE(pid > 0);
+    // /proc/PID/environ reads empty for a moment while a rank execs; give the count a moment.
+    for (int tries = 0; tries < 50 && processes_with_marker(marker).size() < 6; ++tries)
+      std::this_thread::sleep_for(20ms);
     CHECK(processes_with_marker(marker).size() >= 6);
     ::kill(pid, SIGKILL);
     CHECK(wait_until_gone(marker, 2s).empty());
@@ -183,6 +186,14 @@ TEST_CASE("SSH set-up on the lab: config aliases, missing agents, host keys, una
       fs::remove_all(fs::path("/root/.cache/hvrun") / entry);
     }
     fs::remove_all(dir);
+  }
+  {
+    INFO("an agent of another version is refused with both versions named");
+    const std::string fake = (fs::path(hvrun_bin()).parent_path().parent_path() / "tests" / "hvrun_fake_agent").string();
+    auto r = run(hvrun_on(lab, home, {"--agent-path", fake, "-H", h1, "true"}), 60s);
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.err, Catch::Contains(h1) && Catch::Contains("version 0.0.0-fake") && Catch::Contains("hvrun is 0.1.0"));
   }
   {
     INFO("a changed host key is refused, naming the host and what to remove");
