@@ -17,7 +17,9 @@ struct LaunchOptions {
   bool no_oversubscribe = false;
   std::optional<int> ssh_port;       // -p: overrides ~/.ssh/config for every host
   std::string ssh_identity_file;     // -i
-  std::vector<std::string> network_interfaces;  // --network-interface, comma lists split, in order
+  // --network-interface: one value per occurrence, as typed (comma lists unsplit: a leading '^' or '='
+  // marks a whole list); syntax checked by NicFilter::parse, which turns them into the filter.
+  std::vector<std::string> network_interfaces;
   std::chrono::milliseconds start_timeout{30'000};
   std::chrono::milliseconds kill_grace{3'000};
   std::chrono::milliseconds heartbeat_timeout{20'000};  // --heartbeat-timeout
