@@ -6,7 +6,8 @@
 
 namespace hvrun {
 
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(InterfaceInfo, name, addresses, up, running, loopback, is_virtual, speed_mbps)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(InterfaceInfo, name, addresses, prefix_lengths, up, running, loopback, is_virtual,
+                                   speed_mbps)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(HelloMsg, version, hostname, pid, free_port, probe_port, interfaces, ssh_client_address,
                                    ssh_server_address)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RankLaunch, rank, env)

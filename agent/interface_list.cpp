@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <sys/stat.h>
 
+#include <bit>
 #include <fstream>
 #include <memory>
 
@@ -27,6 +28,25 @@ std::string address_text(const sockaddr* sa, const char* ifname) {
   // A link-local address means nothing without its interface.
   if (IN6_IS_ADDR_LINKLOCAL(&in6->sin6_addr)) text += std::string("%") + ifname;
   return text;
+}
+
+// Leading one bits of a netmask (a contiguous mask, as the kernel keeps them); -1 without one.
+int prefix_length(const sockaddr* mask) {
+  if (mask == nullptr) return -1;
+  const unsigned char* bytes = nullptr;
+  std::size_t size = 0;
+  if (mask->sa_family == AF_INET) {
+    bytes = reinterpret_cast<const unsigned char*>(&reinterpret_cast<const sockaddr_in*>(mask)->sin_addr);
+    size = 4;
+  } else if (mask->sa_family == AF_INET6) {
+    bytes = reinterpret_cast<const sockaddr_in6*>(mask)->sin6_addr.s6_addr;
+    size = 16;
+  } else {
+    return -1;
+  }
+  int bits = 0;
+  for (std::size_t i = 0; i < size; ++i) bits += std::popcount(static_cast<unsigned>(bytes[i]));
+  return bits;
 }
 
 int read_speed(const std::string& name) {
@@ -66,6 +86,7 @@ std::vector<InterfaceInfo> list_interfaces() {
       info = &out.back();
     }
     info->addresses.push_back(address_text(a->ifa_addr, a->ifa_name));
+    info->prefix_lengths.push_back(prefix_length(a->ifa_netmask));
   }
   return out;
 }

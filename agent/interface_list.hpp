@@ -8,6 +8,7 @@ namespace hvrun {
 struct InterfaceInfo {
   std::string name;
   std::vector<std::string> addresses;  // IPv4 and IPv6 (link-local ones with "%name")
+  std::vector<int> prefix_lengths;     // parallel to addresses: netmask bits; -1 when the kernel gave none
   bool up = false;
   bool running = false;
   bool loopback = false;

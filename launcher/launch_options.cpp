@@ -11,6 +11,7 @@
 
 #include "agent/error.hpp"
 #include "hvrun/version.hpp"
+#include "launcher/nic_filter.hpp"
 
 namespace hvrun {
 
@@ -89,9 +90,6 @@ const CLI::Validator kEnvAssignment(
       return {};
     },
     "");
-
-const CLI::Validator kNonEmpty(
-    [](std::string& input) -> std::string { return input.empty() ? "'': empty interface name or filter" : std::string{}; }, "");
 
 std::chrono::milliseconds to_millis(double secs) {
   return std::chrono::ceil<std::chrono::milliseconds>(std::chrono::duration<double>(secs));
@@ -194,11 +192,11 @@ CliResult parse_command_line(int argc, const char* const* argv) {
   app.add_option("--agent-path", o.agent_path,
                  "Path of hvrun-agent on remote hosts (default: hvrun's own path, then PATH, then a copy)")
       ->type_name("PATH");
+  // No delimiter: a leading '^' or '=' belongs to its whole comma list (NCCL_SOCKET_IFNAME's rule), so
+  // each occurrence stays one value and NicFilter splits it.
   app.add_option("--network-interface", o.network_interfaces,
-                 "NICs to consider: names, prefixes, =exact, ^exclude, CIDR (comma lists, repeatable)")
-      ->delimiter(',')
+                 "NICs to consider: prefixes, =exact, ^exclude, CIDR subnets (comma lists, repeatable)")
       ->allow_extra_args(false)
-      ->check(kNonEmpty)
       ->type_name("LIST");
   app.add_option("--start-timeout", start_timeout, "Seconds to connect, probe and start (default 30)")
       ->transform(seconds(false))
@@ -266,6 +264,7 @@ CliResult parse_command_line(int argc, const char* const* argv) {
   o.heartbeat_timeout = std::max(to_millis(heartbeat_timeout), std::chrono::milliseconds(1));
   if (o.verbose && level_opt->count() == 0) o.log_level = "info";
   for (const auto& item : env) o.env.push_back(split_env(item));
+  NicFilter::parse(o.network_interfaces);  // syntax errors stop here, before any host is contacted
 
   if (hosts_opt->count() > 0) {
     std::string joined;

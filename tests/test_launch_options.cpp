@@ -135,12 +135,21 @@ TEST_CASE("-x forms", "[cli]") {
   CHECK(o.command == Args{"cmd"});
 }
 
-TEST_CASE("--network-interface repeats and splits comma lists, keeping order", "[cli]") {
+TEST_CASE("--network-interface keeps each occurrence whole, in order", "[cli]") {
+  // Unsplit: the leading '^' of "^docker0,lo" marks the whole list, so the list must stay one value.
   const auto o = options({"--network-interface", "eth0,^docker", "--network-interface=10.0.0.0/8",
-                          "--network-interface", "=ib0", "cmd"});
-  CHECK(o.network_interfaces == Args{"eth0", "^docker", "10.0.0.0/8", "=ib0"});
-  // CLI11 drops the empty items of a comma list; a value that is empty as a whole is an error (below).
-  CHECK(options({"--network-interface", "eth0,,eth1", "cmd"}).network_interfaces == Args{"eth0", "eth1"});
+                          "--network-interface", "^=docker0,lo", "--network-interface", "=ib0", "cmd"});
+  CHECK(o.network_interfaces == Args{"eth0,^docker", "10.0.0.0/8", "^=docker0,lo", "=ib0"});
+  CHECK(o.command == Args{"cmd"});
+}
+
+TEST_CASE("--network-interface syntax errors are usage errors at parse time", "[cli]") {
+  CHECK(usage_error({"--network-interface", "eth0,,eth1", "cmd"}) ==
+        "--network-interface: 'eth0,,eth1': empty item (two commas in a row, or one at either end)");
+  CHECK(usage_error({"--network-interface", "10.0.0.0/33", "cmd"}) ==
+        "--network-interface: '10.0.0.0/33': prefix length 33 is out of range 0..32");
+  CHECK(usage_error({"--network-interface", "eth0", "--network-interface", "^", "cmd"}) ==
+        "--network-interface: '^': a mark needs a name, prefix or subnet after it");
 }
 
 TEST_CASE("the other options", "[cli]") {

@@ -1,0 +1,78 @@
+#pragma once
+// What `hvrun --check-only` prints (text or JSON), and the explanation a launch prints when some host
+// has no usable NIC. Pure rendering: the facts come from SSH, the agents and select_nics().
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agent/interface_list.hpp"
+#include "launcher/ip_subnet.hpp"
+#include "launcher/nic_filter.hpp"
+#include "launcher/nic_selector.hpp"
+
+namespace hvrun {
+
+struct HostCheck {
+  std::string host;                       // as in -H
+  std::optional<std::string> ssh_error;   // nullopt: SSH and the agent came up; else the one-line error
+  std::string agent_version;              // "" when unknown
+  std::vector<InterfaceInfo> interfaces;  // as the agent reported them; empty when SSH failed
+  HostSelection selection;                // select_nics()'s entry for this host; empty when SSH failed
+};
+
+struct CheckInput {
+  std::vector<HostCheck> hosts;              // in -H order
+  std::chrono::milliseconds probe_time{0};   // how long probing took
+  NicFilter filter;                          // the user's --network-interface
+  bool single_host = false;
+};
+
+// The settings that pin other tools to the chosen NICs (only meaningful when every host has one).
+struct ToolSettings {
+  std::string network_interface;                                // hvrun flags: "--network-interface =eth1,=enp6s0"
+  std::vector<std::pair<std::string, std::string>> nccl;        // per host: (host, "=eth1")
+  std::optional<IpSubnet> shared_subnet;                        // Open MPI's btl/oob_tcp_if_include
+};
+
+class CheckReport {
+ public:
+  explicit CheckReport(CheckInput input);
+
+  // Every host came up over SSH and has a selected NIC.
+  bool all_usable() const;
+  int exit_code() const { return all_usable() ? 0 : 1; }
+
+  // For people: per host the SSH result and agent version; per NIC its address, one word per peer
+  // (ok, timeout, ...) and the reason for failures; what was not considered and why; the choice per
+  // host; then either the settings for other tools or why_unusable().
+  std::string text() const;
+
+  // For programs, indented JSON:
+  //   {"ok": bool, "probe_ms": int,
+  //    "hosts": [{"host": str, "ssh": {"ok": bool, "error": str|null}, "agent_version": str|null,
+  //               "interfaces": [{"name": str, "address": str, "usable": bool, "reason": str|null,
+  //                               "probed": bool, "selected": bool, "addresses": [str],
+  //                               "peers": [{"host": str, "outcome": str|null}]}],
+  //               "selected": {"interface": str, "address": str, "why": str} | null}],
+  //    "settings": {"network_interface": str, "nccl_socket_ifname": {host: str},
+  //                 "open_mpi_if_include": str|null} | null}
+  // "hosts" in -H order; "interfaces" in the kernel's order, NICs that were not probed included
+  // (usable false, the reason why not); "settings" null unless "ok".
+  std::string json() const;
+
+  // Why some host has no usable NIC and what to try: a line per failing host with the reason of each
+  // of its NICs, then the hints (firewalls between named hosts, NICs the filter left out). "" when
+  // all_usable().
+  std::string why_unusable() const;
+
+  // What pins other tools to the chosen NICs. The hvrun value is the chosen names as exact matches
+  // when that selects exactly the chosen NIC among every host's candidates, else the shared subnet if
+  // that does, else the names anyway.
+  ToolSettings settings() const;
+
+ private:
+  CheckInput in_;
+};
+
+}  // namespace hvrun
