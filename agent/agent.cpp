@@ -90,6 +90,7 @@ struct Agent::Impl {
   asio::steady_timer watchdog;
   std::chrono::milliseconds heartbeat{0};
   std::optional<JobSecret> secret;
+  int host_index = -1;
   ProbeListener probe_listener;
   std::unique_ptr<Prober> prober;
   std::vector<std::unique_ptr<Rank>> ranks;
@@ -140,6 +141,7 @@ struct Agent::Impl {
     if (secret) throw ProtocolError("launcher: a second job message");
     secret = JobSecret::from_hex(m.secret);
     heartbeat = std::chrono::milliseconds(m.heartbeat_ms);
+    host_index = m.host_index;
     probe_listener.identify(*secret, m.host_index, local_hostname());
     rearm_watchdog();
     send_heartbeats();
@@ -150,7 +152,18 @@ struct Agent::Impl {
   void handle(const ProbeRequestMsg& m) {
     if (!secret) throw ProtocolError("launcher: probe request before the job message");
     if (!prober) prober = std::make_unique<Prober>(io, *secret);
-    prober->probe(m.targets, std::chrono::milliseconds(m.timeout_ms), [this](ProbeResultMsg r) {
+    // An address this host holds itself (docker0's 172.17.0.1 is on every host) never reaches the
+    // peer: the kernel delivers it here. Answer for it at once, as this host.
+    const auto own = list_interfaces();
+    std::vector<ProbeAddress> remote;
+    for (const auto& t : m.targets) {
+      if (!interface_of(own, t.address).empty())
+        send(ProbeResultMsg{t.host, t.iface, t.address, "wrong-host", host_index, 0,
+                            "the address is also one of the probing host's own"});
+      else
+        remote.push_back(t);
+    }
+    prober->probe(remote, std::chrono::milliseconds(m.timeout_ms), [this](ProbeResultMsg r) {
       if (!finished) send(r);
     });
   }

@@ -26,7 +26,10 @@
 #include "agent/rank_process.hpp"
 #include "hvrun/version.hpp"
 #include "launcher/host_locality.hpp"
+#include "launcher/check_report.hpp"
 #include "launcher/local_agent.hpp"
+#include "launcher/nic_filter.hpp"
+#include "launcher/nic_selector.hpp"
 #include "launcher/remote_agent.hpp"
 #include "launcher/status_line.hpp"
 #include "agent/interface_list.hpp"
@@ -47,6 +50,7 @@ constexpr milliseconds kResolveTimeout{5000};
 // After SIGKILL, how long agents get to report their ranks' exits before hvrun stops waiting.
 constexpr milliseconds kAfterKillSlack{1000};
 constexpr milliseconds kShutdownTimeout{2000};
+constexpr milliseconds kProbeSlack{2000};
 
 std::map<std::string, std::string> launcher_environment() {
   std::map<std::string, std::string> env;
@@ -109,7 +113,7 @@ struct Job::Impl {
     std::size_t host = 0;  // into hosts
     bool exited = false;
   };
-  enum class Phase { kStarting, kRunning, kStopping, kShuttingDown, kDone };
+  enum class Phase { kStarting, kProbing, kRunning, kStopping, kShuttingDown, kDone };
 
   // Connection threads report here. They are detached (libssh cannot be interrupted in a connect),
   // so a thread that finishes after the job is gone finds `impl` null and drops its agent, which
@@ -144,6 +148,16 @@ struct Job::Impl {
   std::vector<Host> hosts;
   std::vector<RankState> ranks;
   std::unique_ptr<OutputMux> output;
+  NicFilter filter;
+  bool single_host = false;
+  std::vector<std::size_t> members;  // hosts with an agent, in order; index space of the probe data
+  std::vector<HostInventory> inventories;
+  std::vector<ProbeTarget> targets;
+  std::vector<ProbeResult> results;
+  std::size_t probes_expected = 0;
+  std::vector<HostSelection> selections;
+  std::chrono::steady_clock::time_point probe_started;
+  std::chrono::milliseconds probe_ms{0};
   Phase phase = Phase::kStarting;
   int exit_code = kExitOk;
   bool failure_reported = false;
@@ -156,6 +170,7 @@ struct Job::Impl {
                    "(use --no-oversubscribe to make this an error)",
                    plan.size(), plan.total_slots());
     if (options.dry_run) return dry_run();
+    filter = NicFilter::parse(options.network_interfaces);
     output = std::make_unique<OutputMux>(
         plan.size(), OutputOptions{options.output_filename, options.prefix_timestamp, 1, 2, 10});
     start_agents();
@@ -245,6 +260,7 @@ struct Job::Impl {
     show_progress();
     if (phase != Phase::kStarting) return;
     if (std::any_of(hosts.begin(), hosts.end(), [](const Host& x) { return x.connecting; })) return;
+    if (options.check_only) return maybe_probe();
     report_connect_failures();
   }
 
@@ -327,34 +343,154 @@ struct Job::Impl {
                  h.remote ? ", " + h.remote->agent_description() : std::string());
     h.hello = std::move(m);
     show_progress();
+    maybe_probe();
+  }
+
+  // Probing starts when every host has either said hello or (under --check-only, which reports them)
+  // failed to connect.
+  void maybe_probe() {
+    if (phase != Phase::kStarting) return;
     for (const auto& other : hosts)
-      if (!other.hello) return;
+      if (!other.hello && (other.connecting || other.connect_error.empty())) return;
     if (status) status->clear();
+    probe();
+  }
+
+  // ---- NIC discovery -----------------------------------------------------------------------------
+
+  // Every host probes every other host's candidate addresses, all at once; then each host gets the
+  // NIC that every other host reached.
+  void probe() {
+    phase = Phase::kProbing;
+    // Only hosts with an agent take part; under --check-only the others are reported as SSH failures.
+    for (std::size_t i = 0; i < hosts.size(); ++i) {
+      if (!hosts[i].hello) continue;
+      members.push_back(i);
+      inventories.push_back(HostInventory{hosts[i].name, hosts[i].hello->hostname, hosts[i].hello->interfaces});
+    }
+    single_host = hosts.size() == 1;
+    try {
+      targets = probe_targets(inventories, filter, single_host);
+    } catch (const UsageError& e) {
+      exit_code = kExitUsage;
+      failure_reported = true;
+      spdlog::error("hvrun: error: {}", e.what());
+      return shut_down();
+    }
+    probe_started = std::chrono::steady_clock::now();
+    for (std::size_t m = 0; m < members.size(); ++m) {
+      Host& h = hosts[members[m]];
+      ProbeRequestMsg req;
+      req.timeout_ms = static_cast<int>(options.probe_timeout.count());
+      for (const ProbeTarget& t : targets) {
+        if (t.host == m) continue;
+        const Host& peer = hosts[members[t.host]];
+        req.targets.push_back(ProbeAddress{static_cast<int>(members[t.host]), t.iface, t.address, peer.hello->probe_port});
+      }
+      probes_expected += req.targets.size();
+      if (!req.targets.empty()) h.channel->send(FrameType::kControl, encode_control(req));
+    }
+    spdlog::info("hvrun: probing {} addresses of {} hosts", probes_expected, hosts.size());
+    // Probes end by themselves within the timeout; the slack covers agents that are slow to say so.
+    arm_deadline(options.probe_timeout + kProbeSlack, [this] { decide(); });
+    if (probes_expected == 0) decide();
+  }
+
+  void handle(std::size_t i, ProbeResultMsg m) {
+    if (phase != Phase::kProbing) return;
+    if (m.host < 0 || static_cast<std::size_t>(m.host) >= hosts.size())
+      throw ProtocolError(hosts[i].channel->peer() + ": probe result for an unknown host");
+    ProbeResult r;
+    r.from = member_of(i);
+    r.to = member_of(static_cast<std::size_t>(m.host));
+    r.iface = m.iface;
+    r.address = m.address;
+    r.outcome = outcome_of(m.outcome, hosts[i].channel->peer());
+    if (m.answered_as >= 0 && static_cast<std::size_t>(m.answered_as) < hosts.size())
+      r.answered_as = hosts[static_cast<std::size_t>(m.answered_as)].name;
+    r.elapsed = std::chrono::milliseconds(m.elapsed_ms);
+    results.push_back(std::move(r));
+    if (results.size() == probes_expected) decide();
+  }
+
+  std::size_t member_of(std::size_t host) const {
+    const auto it = std::find(members.begin(), members.end(), host);
+    if (it == members.end()) throw ProtocolError(hosts[host].name + ": probe result about a host without an agent");
+    return static_cast<std::size_t>(it - members.begin());
+  }
+
+  // The selection of hosts[i] (a host without an agent has none).
+  std::optional<NicChoice> choice_of(std::size_t i) const {
+    const auto it = std::find(members.begin(), members.end(), i);
+    if (it == members.end()) return std::nullopt;
+    return selections[static_cast<std::size_t>(it - members.begin())].selected;
+  }
+
+  static ProbeOutcome outcome_of(const std::string& word, const std::string& peer) {
+    for (ProbeOutcome o : {ProbeOutcome::kOk, ProbeOutcome::kRefused, ProbeOutcome::kTimeout,
+                           ProbeOutcome::kUnreachable, ProbeOutcome::kWrongHost, ProbeOutcome::kAuthFailed})
+      if (word == to_string(o)) return o;
+    throw ProtocolError(peer + ": unknown probe outcome '" + word + "'");
+  }
+
+  void decide() {
+    if (phase != Phase::kProbing) return;
+    deadline.cancel();
+    probe_ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - probe_started);
+    selections = select_nics(inventories, targets, results, filter, single_host);
+    for (std::size_t i = 0; i < hosts.size(); ++i)
+      if (auto c = choice_of(i)) spdlog::info("hvrun: {} uses {} {} ({})", hosts[i].name, c->iface, c->address, c->why);
+    if (options.check_only) return report_check();
+    bool all = true;
+    for (std::size_t i = 0; i < hosts.size(); ++i) all = all && choice_of(i).has_value();
+    if (!all) {
+      failure_reported = true;
+      exit_code = kExitLaunchFailed;
+      spdlog::error("hvrun: {}", report().why_unusable());
+      return shut_down();
+    }
     launch();
   }
 
-  // Until NIC probing decides: one host uses loopback; otherwise each remote host uses the address
-  // its SSH connection arrived on, and local hosts the address remote hosts saw the launcher come from.
+  CheckReport report() const {
+    CheckInput in;
+    in.probe_time = probe_ms;
+    in.filter = filter;
+    in.single_host = single_host;
+    for (std::size_t i = 0; i < hosts.size(); ++i) {
+      const Host& h = hosts[i];
+      HostCheck c;
+      c.host = h.name;
+      if (!h.connect_error.empty()) c.ssh_error = h.connect_error;
+      if (h.hello) {
+        c.agent_version = h.hello->version;
+        c.interfaces = h.hello->interfaces;
+      }
+      const auto it = std::find(members.begin(), members.end(), i);
+      if (it != members.end()) c.selection = selections[static_cast<std::size_t>(it - members.begin())];
+      in.hosts.push_back(std::move(c));
+    }
+    return CheckReport(std::move(in));
+  }
+
+  void report_check() {
+    const CheckReport r = report();
+    write_fully(1, options.json ? r.json() + "\n" : r.text());
+    exit_code = r.exit_code();
+    failure_reported = true;
+    shut_down();
+  }
+
+  // Each host's rank contract carries its own host's chosen NIC.
   JobNetwork network() const {
     JobNetwork net;
     net.hosts.resize(plan.hosts().size());
-    std::string launcher_address;
-    for (const Host& h : hosts)
-      if (!h.is_local && !h.hello->ssh_client_address.empty()) launcher_address = h.hello->ssh_client_address;
-    const auto local_interfaces = list_interfaces();
-    for (const Host& h : hosts) {
-      HostNetwork& n = net.hosts[h.plan_index];
-      n.hostname = h.hello->hostname;
-      if (launcher_address.empty()) {
-        n.iface = "lo";
-        n.address = "127.0.0.1";
-      } else if (h.is_local) {
-        n.address = launcher_address;
-        n.iface = interface_of(local_interfaces, launcher_address);
-      } else {
-        n.address = h.hello->ssh_server_address;
-        n.iface = interface_of(h.hello->interfaces, n.address);
-      }
+    for (std::size_t i = 0; i < hosts.size(); ++i) {
+      HostNetwork& n = net.hosts[hosts[i].plan_index];
+      n.hostname = hosts[i].hello->hostname;
+      const NicChoice c = *choice_of(i);
+      n.iface = c.iface;
+      n.address = c.address;
     }
     const Host& first = hosts.at(ranks.at(0).host);
     net.master_addr = net.hosts[first.plan_index].address;
@@ -504,7 +640,7 @@ struct Job::Impl {
       if (status) status->clear();
       spdlog::error("hvrun: {}", why);
     }
-    if (phase == Phase::kStarting) return shut_down();
+    if (phase == Phase::kStarting || phase == Phase::kProbing) return shut_down();
     stop_ranks(options.kill_grace);
   }
 
@@ -517,7 +653,7 @@ struct Job::Impl {
       if (status) status->clear();
       spdlog::error("hvrun: received {}; stopping all ranks", signal_name(sig));
     }
-    if (phase == Phase::kStarting) {
+    if (phase == Phase::kStarting || phase == Phase::kProbing) {
       shut_down();
     } else if (interrupts > 1) {
       stop_ranks(milliseconds(0));  // a second Ctrl-C: no more grace

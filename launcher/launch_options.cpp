@@ -165,6 +165,7 @@ CliResult parse_command_line(int argc, const char* const* argv) {
   double kill_grace = 3;
   double heartbeat_timeout = 20;
   double ssh_connect_timeout = 10;
+  double probe_timeout = 1;
   std::vector<std::string> env;
 
   app.add_option("--num-proc", np, "Number of ranks (default: all slots)")
@@ -221,6 +222,10 @@ CliResult parse_command_line(int argc, const char* const* argv) {
                         ->type_name("LEVEL");
   app.add_flag("--dry-run", o.dry_run, "Print the plan and the rank environment; start nothing");
   app.add_flag("--check-only", o.check_only, "Connect, probe and pick NICs, then report; no command needed");
+  app.add_flag("--json", o.json, "With --check-only: print the report as JSON");
+  app.add_option("--probe-timeout", probe_timeout, "Seconds one NIC probe may take (default 1)")
+      ->transform(seconds(false))
+      ->type_name("SECONDS");
 
   const std::vector<std::string> rewritten = rewrite_np(args);
   std::vector<std::string> reversed(rewritten.rbegin(), rewritten.rend());
@@ -260,6 +265,7 @@ CliResult parse_command_line(int argc, const char* const* argv) {
   if (port_opt->count() > 0) o.ssh_port = ssh_port;
   o.start_timeout = std::max(to_millis(start_timeout), std::chrono::milliseconds(1));
   o.kill_grace = to_millis(kill_grace);
+  o.probe_timeout = std::max(to_millis(probe_timeout), std::chrono::milliseconds(1));
   o.ssh_connect_timeout = std::max(to_millis(ssh_connect_timeout), std::chrono::milliseconds(1));
   o.heartbeat_timeout = std::max(to_millis(heartbeat_timeout), std::chrono::milliseconds(1));
   if (o.verbose && level_opt->count() == 0) o.log_level = "info";

@@ -34,6 +34,8 @@ struct LaunchOptions {
   std::string log_level = "warn";    // trace, debug, info, warn, error, off (--verbose: info)
   bool dry_run = false;
   bool check_only = false;
+  bool json = false;                 // --json: --check-only prints JSON
+  std::chrono::milliseconds probe_timeout{1'000};  // --probe-timeout: bounds one probe
   std::vector<std::string> command;  // argv of each rank
 };
 
