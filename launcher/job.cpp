@@ -368,7 +368,8 @@ struct Job::Impl {
       members.push_back(i);
       inventories.push_back(HostInventory{hosts[i].name, hosts[i].hello->hostname, hosts[i].hello->interfaces});
     }
-    single_host = hosts.size() == 1;
+    // Every host in the list is this machine (`-H localhost:2,127.0.0.1:2`): loopback is the NIC.
+    single_host = std::all_of(hosts.begin(), hosts.end(), [](const Host& h) { return h.is_local; });
     try {
       targets = probe_targets(inventories, filter, single_host);
     } catch (const UsageError& e) {
