@@ -1,0 +1,136 @@
+// NIC discovery on the trap lab: 4 hosts whose fabric NIC has a different name on each, docker0 with
+// 172.17.0.1 everywhere, a wifi NIC that reaches nobody and a NIC whose packets are dropped.
+#include <catch2/catch.hpp>
+#include <unistd.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "tests/support/child_process.hpp"
+#include "tests/support/lab.hpp"
+
+using namespace hvrun::test;
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+namespace {
+struct Home {
+  fs::path dir = fs::temp_directory_path() / ("hvrun-nic-home-" + std::to_string(::getpid()));
+  Home() {
+    fs::remove_all(dir);
+    fs::create_directories(dir / ".ssh");
+  }
+  ~Home() { fs::remove_all(dir); }
+};
+}  // namespace
+
+TEST_CASE("NIC discovery picks each host's fabric NIC and explains every trap", "[lab][nic]") {
+  if (auto why = Lab::unavailable_reason()) {
+    WARN(*why);
+    return;
+  }
+  Lab lab(4, "hvnic");
+  Home home;
+  const auto names = lab.list("LAB_HOSTS");
+  const auto fabric = lab.list("LAB_FABRIC_IFACES");
+  const auto addrs = lab.list("LAB_FABRIC_ADDRS");
+  std::string hosts;
+  for (const auto& n : names) hosts += (hosts.empty() ? "" : ",") + n;
+  auto hvrun = [&](std::vector<std::string> args) {
+    std::vector<std::string> cmd{"/usr/bin/env", "HOME=" + home.dir.string(), hvrun_bin(), "-p", lab.var("LAB_PORT"),
+                                 "-i", lab.var("LAB_KEY")};
+    cmd.insert(cmd.end(), args.begin(), args.end());
+    return run(lab.on_host(0, cmd), 60s);
+  };
+
+  {
+    INFO("--check-only: exit 0, the fabric NIC per host, every trap with its reason, about one probe timeout");
+    auto r = hvrun({"--check-only", "-H", hosts});
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 0);
+    for (std::size_t i = 0; i < names.size(); ++i)
+      CHECK_THAT(r.out, Catch::Contains(names[i] + "  " + fabric[i] + " " + addrs[i]));
+    CHECK_THAT(r.out, Catch::Contains("answered as the prober itself") && Catch::Contains("exists on every host"));
+    CHECK_THAT(r.out, Catch::Contains("wlp5s0") && Catch::Contains("eth9") &&
+                          Catch::Contains("no answer within 1 s") && Catch::Contains("packets dropped?"));
+    CHECK_THAT(r.out, Catch::Contains("NCCL_SOCKET_IFNAME==" + fabric[1]));
+    CHECK_THAT(r.out, Catch::Contains("btl_tcp_if_include 10.77.0.0/24"));
+    // Start-up plus one probe timeout (1 s): the dropping NIC costs its deadline once.
+    CHECK(r.elapsed < 5s);
+  }
+  {
+    INFO("--check-only --json has the documented shape");
+    auto r = hvrun({"--check-only", "--json", "-H", hosts});
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    CHECK(j.at("ok").get<bool>());
+    CHECK(j.at("probe_ms").is_number_integer());
+    REQUIRE(j.at("hosts").size() == names.size());
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      const auto& h = j["hosts"][i];
+      CHECK(h.at("host") == names[i]);  // in -H order
+      CHECK(h.at("ssh").at("ok") == true);
+      CHECK(h.at("ssh").at("error").is_null());
+      CHECK(h.at("selected").at("interface") == fabric[i]);
+      CHECK(h.at("selected").at("address") == addrs[i]);
+      bool saw_docker = false;
+      for (const auto& nic : h.at("interfaces")) {
+        CHECK(nic.at("name").is_string());
+        CHECK(nic.at("address").is_string());
+        CHECK(nic.at("usable").is_boolean());
+        CHECK((nic.at("usable") ? nic.at("reason").is_null() : nic.at("reason").is_string()));
+        if (nic["name"] == "docker0") {
+          saw_docker = true;
+          CHECK_FALSE(nic["usable"].get<bool>());
+        }
+      }
+      CHECK(saw_docker);
+    }
+  }
+  {
+    INFO("a job's ranks each see their own host's NIC, and MASTER_ADDR is rank 0's host's");
+    auto r = hvrun({"-H", hosts, "sh", "-c", "echo N=$HVRUN_IFACE A=$HVRUN_ADDR S=$NCCL_SOCKET_IFNAME M=$MASTER_ADDR"});
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 0);
+    for (std::size_t i = 0; i < names.size(); ++i)
+      CHECK_THAT(r.out, Catch::Contains("[" + std::to_string(i) + "]<stdout>:N=" + fabric[i] + " A=" + addrs[i] +
+                                        " S==" + fabric[i] + " M=" + addrs[0]));
+  }
+  {
+    INFO("NICs named differently per host, given as one list");
+    auto r = hvrun({"--network-interface", "=" + fabric[0] + ",=" + fabric[1] + ",=" + fabric[2] + ",=" + fabric[3],
+                    "-H", hosts, "sh", "-c", "echo N=$HVRUN_IFACE"});
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 0);
+    CHECK_THAT(r.out, Catch::Contains("[2]<stdout>:N=" + fabric[2]));
+  }
+  {
+    INFO("a requested NIC that a host lacks names the host and the NICs it has");
+    auto r = hvrun({"--network-interface", "=" + fabric[1], "-H", hosts, "true"});
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Catch::Contains("host " + names[0] + " has no NIC matching") && Catch::Contains(fabric[0]));
+  }
+  {
+    INFO("a NIC that only drops packets, when forced, stops the launch before any rank with the reason");
+    auto r = hvrun({"--network-interface", "eth9", "-H", hosts, "touch", "/tmp/hvrun-nic-must-not-run"});
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.err, Catch::Contains("no usable NIC on " + names[1]) && Catch::Contains("packets dropped?"));
+    CHECK_FALSE(fs::exists("/tmp/hvrun-nic-must-not-run"));
+  }
+  {
+    INFO("a one-way firewall (host 1 drops what host 2 sends, SSH aside) is caught with the direction named");
+    REQUIRE(lab.control({"oneway", "1", "2"}) == 0);
+    auto r = hvrun({"--check-only", "-H", hosts});
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.out, Catch::Contains("no usable NIC") || Catch::Contains("UNUSABLE"));
+    CHECK_THAT(r.out, Catch::Contains("but no answer within 1 s from " + names[2]));
+    auto job = hvrun({"-H", hosts, "true"});
+    CHECK(job.exit_code == 1);
+    CHECK_THAT(job.err, Catch::Contains("no usable NIC on " + names[1]));
+    lab.control({"oneway-clear", "1"});
+  }
+}
