@@ -15,6 +15,8 @@
 #include <algorithm>
 #include <mutex>
 #include <optional>
+#include <set>
+#include <tuple>
 #include <thread>
 #include <spdlog/spdlog.h>
 
@@ -155,6 +157,8 @@ struct Job::Impl {
   std::vector<ProbeTarget> targets;
   std::vector<ProbeResult> results;
   std::size_t probes_expected = 0;
+  std::vector<std::pair<std::size_t, std::size_t>> planned;  // (prober, index into targets)
+  bool evaluation_pending = false;
   std::vector<HostSelection> selections;
   std::chrono::steady_clock::time_point probe_started;
   std::chrono::milliseconds probe_ms{0};
@@ -383,8 +387,10 @@ struct Job::Impl {
       Host& h = hosts[members[m]];
       ProbeRequestMsg req;
       req.timeout_ms = static_cast<int>(options.probe_timeout.count());
-      for (const ProbeTarget& t : targets) {
+      for (std::size_t ti = 0; ti < targets.size(); ++ti) {
+        const ProbeTarget& t = targets[ti];
         if (t.host == m) continue;
+        planned.emplace_back(m, ti);
         const Host& peer = hosts[members[t.host]];
         req.targets.push_back(ProbeAddress{static_cast<int>(members[t.host]), t.iface, t.address, peer.hello->probe_port});
       }
@@ -411,7 +417,40 @@ struct Job::Impl {
       r.answered_as = hosts[static_cast<std::size_t>(m.answered_as)].name;
     r.elapsed = std::chrono::milliseconds(m.elapsed_ms);
     results.push_back(std::move(r));
-    if (results.size() == probes_expected) decide();
+    if (results.size() == probes_expected) return decide();
+    if (!options.check_only && !evaluation_pending) {
+      // Results come in bursts; judge once per burst.
+      evaluation_pending = true;
+      asio::post(io, [this] {
+        evaluation_pending = false;
+        if (phase == Phase::kProbing && decision_is_final()) decide();
+      });
+    }
+  }
+
+  // A launch need not wait for probes that cannot change its choice (a dropping NIC's timeout): the
+  // choice is final when it is the same whether every pending probe fails or succeeds. --check-only
+  // waits for all, since it reports every NIC.
+  bool decision_is_final() const {
+    std::set<std::tuple<std::size_t, std::size_t, std::string>> arrived;
+    for (const ProbeResult& r : results) arrived.emplace(r.from, r.to, r.address);
+    std::vector<ProbeResult> optimistic = results;
+    for (const auto& [from, t] : planned) {
+      const ProbeTarget& target = targets[t];
+      if (arrived.count({from, target.host, target.address})) continue;
+      ProbeResult ok;
+      ok.from = from;
+      ok.to = target.host;
+      ok.iface = target.iface;
+      ok.address = target.address;
+      ok.outcome = ProbeOutcome::kOk;
+      optimistic.push_back(std::move(ok));
+    }
+    const auto worst = select_nics(inventories, targets, results, filter, single_host);
+    const auto best = select_nics(inventories, targets, optimistic, filter, single_host);
+    for (std::size_t i = 0; i < worst.size(); ++i)
+      if (!worst[i].selected || !best[i].selected || !(*worst[i].selected == *best[i].selected)) return false;
+    return true;
   }
 
   std::size_t member_of(std::size_t host) const {
