@@ -145,6 +145,7 @@ struct Agent::Impl {
     probe_listener.identify(*secret, m.host_index, local_hostname());
     rearm_watchdog();
     send_heartbeats();
+    send(ReadyMsg{0});
   }
 
   void handle(const HeartbeatMsg&) {}

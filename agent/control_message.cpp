@@ -18,6 +18,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(FatalMsg, error)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TerminateMsg, grace_ms)
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(JobMsg, secret, heartbeat_ms, host_index, hostnames)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ReadyMsg, store_port)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ProbeAddress, host, iface, address, port)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ProbeRequestMsg, targets, timeout_ms)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ProbeResultMsg, host, iface, address, outcome, answered_as, elapsed_ms, detail)
@@ -37,6 +38,7 @@ struct TypeName;
     static constexpr const char* value = name;       \
   };
 HVRUN_MESSAGE_NAME(JobMsg, "job")
+HVRUN_MESSAGE_NAME(ReadyMsg, "ready")
 HVRUN_MESSAGE_NAME(HeartbeatMsg, "heartbeat")
 HVRUN_MESSAGE_NAME(HelloMsg, "hello")
 HVRUN_MESSAGE_NAME(ProbeRequestMsg, "probe_request")

@@ -20,6 +20,12 @@ struct JobMsg {
   std::vector<std::string> hostnames;  // every host as the user named it, by index (for messages)
 };
 
+// agent → launcher, answer to JobMsg: the agent now answers probes as its host; store_port is where it
+// serves the job's rendezvous store (0 when JobMsg gave no store token).
+struct ReadyMsg {
+  int store_port = 0;
+};
+
 // An address of another host for this agent to probe.
 struct ProbeAddress {
   int host = 0;  // index of the host that should answer
@@ -106,7 +112,7 @@ struct TerminateMsg {
 struct ShutdownMsg {};
 
 using ControlMessage =
-    std::variant<JobMsg, HeartbeatMsg, HelloMsg, ProbeRequestMsg, ProbeResultMsg, LaunchMsg, StartedMsg, ExitedMsg, FatalMsg, TerminateMsg, ShutdownMsg>;
+    std::variant<JobMsg, ReadyMsg, HeartbeatMsg, HelloMsg, ProbeRequestMsg, ProbeResultMsg, LaunchMsg, StartedMsg, ExitedMsg, FatalMsg, TerminateMsg, ShutdownMsg>;
 
 std::string encode_control(const ControlMessage& msg);
 // Throws ProtocolError naming `peer` for malformed JSON, an unknown type or missing/mistyped fields.

@@ -108,6 +108,7 @@ struct Job::Impl {
     bool connecting = false;
     std::unique_ptr<FrameChannel> channel;
     std::optional<HelloMsg> hello;
+    std::optional<ReadyMsg> ready;  // the agent has the job's secret and answers probes
     std::unique_ptr<asio::steady_timer> watchdog;
     bool closed = false;
   };
@@ -355,7 +356,7 @@ struct Job::Impl {
   void maybe_probe() {
     if (phase != Phase::kStarting) return;
     for (const auto& other : hosts)
-      if (!other.hello && (other.connecting || other.connect_error.empty())) return;
+      if (!(other.hello && other.ready) && (other.connecting || other.connect_error.empty())) return;
     if (status) status->clear();
     probe();
   }
@@ -368,7 +369,7 @@ struct Job::Impl {
     phase = Phase::kProbing;
     // Only hosts with an agent take part; under --check-only the others are reported as SSH failures.
     for (std::size_t i = 0; i < hosts.size(); ++i) {
-      if (!hosts[i].hello) continue;
+      if (!hosts[i].hello || !hosts[i].ready) continue;
       members.push_back(i);
       inventories.push_back(HostInventory{hosts[i].name, hosts[i].hello->hostname, hosts[i].hello->interfaces});
     }
@@ -601,6 +602,13 @@ struct Job::Impl {
   }
 
   void handle(std::size_t i, HelloMsg m) { on_hello(i, std::move(m)); }
+
+  void handle(std::size_t i, ReadyMsg m) {
+    Host& h = hosts[i];
+    if (h.ready || !h.hello) throw ProtocolError(h.channel->peer() + ": ready out of turn");
+    h.ready = m;
+    maybe_probe();
+  }
   void handle(std::size_t, HeartbeatMsg) {}
 
   void handle(std::size_t i, StartedMsg m) {

@@ -52,6 +52,7 @@ class AgentDriver {
       }
       auto m = decode_control(f->payload, "agent");
       if (std::holds_alternative<HeartbeatMsg>(m)) continue;
+      if (!std::is_same_v<T, ReadyMsg> && std::holds_alternative<ReadyMsg>(m)) continue;
       REQUIRE(std::holds_alternative<T>(m));
       return std::get<T>(m);
     }
@@ -87,6 +88,8 @@ TEST_CASE("the agent says hello with its version, hostname, interfaces and ports
   bool has_lo = false;
   for (const auto& i : hello.interfaces) has_lo = has_lo || (i.loopback && !i.addresses.empty());
   CHECK(has_lo);
+  a.send(JobMsg{JobSecret::generate().hex(), 20000, 0, {"testhost"}});
+  CHECK(a.expect<ReadyMsg>().store_port == 0);  // answers probes from now on; no store asked for
 }
 
 TEST_CASE("the agent runs ranks, streams their output before their exit, and obeys shutdown", "[integration][agent]") {
@@ -106,6 +109,7 @@ TEST_CASE("the agent runs ranks, streams their output before their exit, and obe
     }
     auto m = decode_control(f->payload, "agent");
     if (std::holds_alternative<StartedMsg>(m)) ++started;
+    CHECK_FALSE(std::holds_alternative<FatalMsg>(m));
     if (auto* e = std::get_if<ExitedMsg>(&m)) {
       CHECK(e->exit_code == 3);
       CHECK_THAT(output, Catch::Contains("out-" + std::to_string(e->rank)));  // output came first

@@ -105,7 +105,10 @@ TEST_CASE("remote launch across three lab hosts", "[lab]") {
     std::string line = "echo $$ > " + pidfile.string() + "; exec";
     for (std::size_t i = 6; i < argv.size(); ++i) line += " '" + argv[i] + "'";
     ChildProcess p(lab.on_host(0, {"sh", "-c", line}));
-    REQUIRE(p.wait_for_stdout("<stdout>:ready", 6, 60s));
+    if (!p.wait_for_stdout("<stdout>:ready", 6, 60s)) {
+      auto r = p.wait(5s);
+      FAIL("hvrun did not start its ranks: " << r.out << r.err);
+    }
     std::ifstream pf(pidfile);
     int pid = 0;
     pf >> pid;
@@ -170,21 +173,32 @@ TEST_CASE("SSH set-up on the lab: config aliases, missing agents, host keys, una
     fs::copy_file(fs::path(hvrun_bin()).parent_path() / "hvrun-agent", dir / "hvrun-agent");
     // Not executable at the shared path, so no host can use it in place; not on PATH either.
     fs::permissions(dir / "hvrun-agent", fs::perms::owner_read | fs::perms::owner_write);
+    // The lab's hosts share root's home: the cache entry for this binary is removed before and after.
+    auto digest = run({"/usr/bin/sha256sum", (dir / "hvrun-agent").string()}, 30s).out.substr(0, 64);
+    const fs::path entry = fs::path("/root/.cache/hvrun") / ("agent-" + digest);
+    fs::remove_all(entry);
     auto r = run(hvrun_on(lab, home, {"--verbose", "-H", h1 + "," + h2, "hostname"}, 0, (dir / "hvrun").string()), 90s);
     INFO(r.out << r.err);
     CHECK(r.exit_code == 0);
-    CHECK_THAT(r.err, Catch::Contains("copied to ~/.cache/hvrun/agent-"));
+    // Both hosts look at once; at least one copies, the other may find that copy already in place.
+    CHECK_THAT(r.err, Catch::Contains("copied to ~/.cache/hvrun/agent-" + digest));
     CHECK(count(r.out, "<stdout>:" + h1 + "\n") == 1);
+    CHECK(count(r.out, "<stdout>:" + h2 + "\n") == 1);
+    CHECK(fs::exists(entry / "hvrun-agent"));
+    CHECK((fs::status(entry / "hvrun-agent").permissions() & fs::perms::all) == fs::perms::owner_all);
     // Second run: the cached copy passes its hash check and is used as it is.
     auto again = run(hvrun_on(lab, home, {"--verbose", "-H", h1, "hostname"}, 0, (dir / "hvrun").string()), 60s);
     CHECK(again.exit_code == 0);
-    CHECK_THAT(again.err, Catch::Contains("cached copy ~/.cache/hvrun/agent-"));
-    // Remove exactly the cache entry this test made (the lab's hosts share root's home).
-    const auto digest_pos = r.err.find("agent-");
-    if (digest_pos != std::string::npos) {
-      const std::string entry = r.err.substr(digest_pos, 6 + 64);
-      fs::remove_all(fs::path("/root/.cache/hvrun") / entry);
+    CHECK_THAT(again.err, Catch::Contains("cached copy ~/.cache/hvrun/agent-" + digest));
+    // A cached copy that was tampered with fails its hash check and is replaced.
+    {
+      std::ofstream tamper(entry / "hvrun-agent", std::ios::app);
+      tamper << "x";
     }
+    auto replaced = run(hvrun_on(lab, home, {"--verbose", "-H", h1, "hostname"}, 0, (dir / "hvrun").string()), 60s);
+    CHECK(replaced.exit_code == 0);
+    CHECK_THAT(replaced.err, Catch::Contains("copied to ~/.cache/hvrun/agent-" + digest));
+    fs::remove_all(entry);
     fs::remove_all(dir);
   }
   {
