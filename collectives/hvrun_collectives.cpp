@@ -2,7 +2,9 @@
 // message, because no exception may cross into C.
 #include "collectives/hvrun_collectives.h"
 
+#include <memory>
 #include <new>
+#include <stdexcept>
 #include <string>
 
 #include "collectives/communicator.hpp"
@@ -69,7 +71,11 @@ int hvrun_init(hvrun_comm** comm) {
 }
 
 int hvrun_finalize(hvrun_comm* comm) {
-  return guarded([&] { delete comm; });
+  if (comm == nullptr) return 0;
+  // Collective, like MPI_Finalize: no rank tears its connections down while others still use them.
+  // The communicator is freed even when the barrier fails (a rank died).
+  std::unique_ptr<hvrun_comm> owned(comm);
+  return guarded([&] { owned->comm.barrier(); });
 }
 
 int hvrun_rank(const hvrun_comm* comm) { return comm ? comm->comm.rank() : -1; }

@@ -34,7 +34,8 @@ typedef struct hvrun_comm hvrun_comm;
 /* From the rank contract hvrun sets (HVRUN_RANK, HVRUN_SIZE, ..., HVRUN_STORE_*). On success *comm
  * is a connected communicator; on failure *comm is NULL. */
 int hvrun_init(hvrun_comm** comm);
-/* Ends the communicator and frees it (NULL is allowed). */
+/* Collective: waits for every rank (a barrier), then frees the communicator, even when the barrier
+ * fails (NULL is allowed). */
 int hvrun_finalize(hvrun_comm* comm);
 
 int hvrun_rank(const hvrun_comm* comm);

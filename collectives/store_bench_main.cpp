@@ -1,8 +1,10 @@
 // hvrun-store-bench: how fast the rendezvous store is (set and get rates of one client, the time for N
 // ranks to rendezvous, and for N ranks to connect Gloo's full mesh through it), all on loopback in one
-// process, ranks as threads. With --serve it instead serves a store for hand-run ranks and prints the
-// HVRUN_STORE_* variables they need, until interrupted.
+// process, ranks as threads. With --serve it instead serves a store, for one command (hvrun ...) or until
+// interrupted, for ranks started while hvrun does not serve the store itself.
 #include <CLI/CLI.hpp>
+#include <spawn.h>
+#include <sys/wait.h>
 
 #include <utility>  // before Asio, see design notes
 #include <algorithm>
@@ -25,6 +27,8 @@
 #include "agent/store_server.hpp"
 #include "collectives/communicator.hpp"
 #include "collectives/store_client.hpp"
+
+extern char** environ;
 
 namespace {
 
@@ -154,6 +158,8 @@ int bench(int ranks, int ops, int rounds, int gloo_ranks) {
   return 0;
 }
 
+// Serves a store until SIGINT/SIGTERM, printing the variables ranks need. A store serves one job:
+// keys of a finished job would mislead the next, so prefer the command form below.
 int serve(const std::string& bind, std::uint16_t port) {
   asio::io_context io;
   const std::string token = hvrun::JobSecret::generate().hex();
@@ -165,6 +171,24 @@ int serve(const std::string& bind, std::uint16_t port) {
   signals.async_wait([&](auto, int) { server.close(); });
   io.run();
   return 0;
+}
+
+// Serves a store for the lifetime of one command (usually `hvrun ... -x HVRUN_STORE_ADDR ...`), with
+// HVRUN_STORE_* in its environment; returns its exit code (128+N for signal N).
+int serve_command(const std::string& bind, std::uint16_t port, const std::vector<std::string>& command) {
+  ServedStore store(bind.empty() ? "127.0.0.1" : bind, port);
+  ::setenv("HVRUN_STORE_ADDR", bind.empty() ? "127.0.0.1" : bind.c_str(), 1);
+  ::setenv("HVRUN_STORE_PORT", std::to_string(store.port()).c_str(), 1);
+  ::setenv("HVRUN_STORE_TOKEN", store.token().c_str(), 1);
+  std::vector<char*> argv;
+  for (const auto& a : command) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  if (const int err = ::posix_spawnp(&pid, argv[0], nullptr, nullptr, argv.data(), environ); err != 0)
+    throw hvrun::SystemError("posix_spawnp", command[0], err);
+  int status = 0;
+  if (hvrun::retry_eintr([&] { return ::waitpid(pid, &status, 0); }) < 0) hvrun::throw_errno("waitpid", command[0]);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 }  // namespace
@@ -183,12 +207,18 @@ int main(int argc, char** argv) {
   app.add_option("--gloo-ranks", gloo_ranks, "also time a Gloo full mesh of this many ranks (0: skip)")
       ->capture_default_str()
       ->check(CLI::Range(0, 256));
-  app.add_flag("--serve", serve_mode, "serve a store until SIGINT/SIGTERM; print its HVRUN_STORE_* variables");
+  std::vector<std::string> command;
+  app.add_flag("--serve", serve_mode,
+               "serve a store: for the command after --, with HVRUN_STORE_* in its environment; without one, "
+               "until SIGINT/SIGTERM, printing HVRUN_STORE_*");
   app.add_option("--bind", bind, "with --serve: address to listen on (\"\" = all)")->capture_default_str();
   app.add_option("--port", port, "with --serve: port (0 = any free one)")->capture_default_str();
+  app.add_option("command", command, "with --serve: the command to run (after --)");
   CLI11_PARSE(app, argc, argv);
   try {
-    return serve_mode ? serve(bind, port) : bench(ranks, ops, rounds, gloo_ranks);
+    if (serve_mode) return command.empty() ? serve(bind, port) : serve_command(bind, port, command);
+    if (!command.empty()) throw hvrun::UsageError("a command is for --serve only");
+    return bench(ranks, ops, rounds, gloo_ranks);
   } catch (const std::exception& e) {
     std::cerr << "hvrun-store-bench: " << e.what() << "\n";
     return 1;

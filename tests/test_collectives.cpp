@@ -206,6 +206,26 @@ TEST_CASE("collective errors name the operation and the rank", "[collectives]") 
   });
 }
 
+TEST_CASE("a peer that goes away is named in the error of the next collective", "[collectives]") {
+  ServedStore served;
+  std::string error;
+  run_ranks(served, 2, [&](Communicator& comm) {
+    comm.barrier();
+    if (comm.rank() == 1) return;  // rank 1's communicator closes its connections now
+    std::this_thread::sleep_for(200ms);
+    std::vector<float> v(1000, 1.0f);
+    try {
+      comm.allreduce(v.data(), v.size(), DataType::kFloat32, ReduceOp::kSum);
+    } catch (const CollectiveError& e) {
+      error = e.what();
+    }
+  });
+  INFO(error);
+  CHECK_THAT(error, Catch::StartsWith("hvrun collectives: allreduce of 1000 float (sum) failed on rank 0 of 2 on "
+                                      "localhost (lo): "));
+  CHECK_THAT(error, Catch::Contains("127.0.0.1 is host localhost (ranks 0-1)"));
+}
+
 TEST_CASE("a rendezvous that a rank misses times out naming the rank's key", "[collectives]") {
   ServedStore served;
   CommunicatorOptions lonely = rank_options(served, 0, 2, 500ms);
