@@ -9,7 +9,7 @@
 //   u32 len, bytes (data) | u32 len, bytes (data2)
 //
 // A connection runs:
-//   server → client  kHello    data = server nonce (32 random bytes); op = protocol version
+//   server → client  kHello    data = server nonce (32 random bytes); number = protocol version
 //   client → server  kAuth     data = HMAC-SHA256(token, "hvrun-store client" ‖ server nonce),
 //                              data2 = client nonce
 //   server → client  kAuthOk   data = HMAC-SHA256(token, "hvrun-store server" ‖ client nonce)

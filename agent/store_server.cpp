@@ -76,7 +76,7 @@ class Session : public std::enable_shared_from_this<Session> {
     boost::system::error_code ignored;
     socket_.set_option(tcp::no_delay(true), ignored);
     nonce_ = store::random_nonce();
-    store::Message hello{.kind = store::Kind::kHello, .op = static_cast<store::Op>(store::kProtocolVersion)};
+    store::Message hello{.kind = store::Kind::kHello, .number = store::kProtocolVersion};
     hello.data = nonce_;
     send(hello);
     arm_timer(server_->options.auth_timeout, [](Session& s) {

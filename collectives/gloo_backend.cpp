@@ -13,7 +13,6 @@
 
 #include <cstring>
 #include <map>
-#include <regex>
 #include <spdlog/spdlog.h>
 
 #include "agent/error.hpp"
@@ -145,10 +144,17 @@ struct GlooBackend::Impl {
 
   // When Gloo's message holds a peer's address ("[10.0.0.2]:4711"), names that host and its ranks.
   std::string describe_peers(const std::string& message) const {
-    static const std::regex address(R"(\[([0-9A-Fa-f:.]+)\])");
-    std::smatch m;
-    if (!std::regex_search(message, m, address)) return {};
-    const std::string ip = m[1];
+    // The first bracketed IP address; Gloo also brackets its source location ("[./gloo/...:598]").
+    std::string ip;
+    for (auto open = message.find('['); open != std::string::npos && ip.empty(); open = message.find('[', open + 1)) {
+      const auto close = message.find(']', open);
+      if (close == std::string::npos) break;
+      const std::string inside = message.substr(open + 1, close - open - 1);
+      if (!inside.empty() && inside.find_first_not_of("0123456789abcdefABCDEF:.") == std::string::npos &&
+          inside.find_first_of(".:") != std::string::npos)
+        ip = inside;
+    }
+    if (ip.empty()) return {};
     std::vector<std::string> keys;
     for (int r = 0; r < options.size; ++r) keys.push_back(prefix + "host/" + std::to_string(r));
     std::map<std::string, std::vector<int>> ranks_by_host;

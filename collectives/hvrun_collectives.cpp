@@ -46,6 +46,7 @@ hvrun::DataType to_type(hvrun_dtype t) {
     case HVRUN_INT64: return hvrun::DataType::kInt64;
     case HVRUN_FLOAT16: return hvrun::DataType::kFloat16;
     case HVRUN_BFLOAT16: return hvrun::DataType::kBFloat16;
+    case HVRUN_DTYPE_MAX_ENUM: break;
   }
   throw std::invalid_argument("hvrun collectives: unknown hvrun_dtype " + std::to_string(static_cast<int>(t)));
 }
@@ -56,6 +57,7 @@ hvrun::ReduceOp to_op(hvrun_op op) {
     case HVRUN_MIN: return hvrun::ReduceOp::kMin;
     case HVRUN_MAX: return hvrun::ReduceOp::kMax;
     case HVRUN_PROD: return hvrun::ReduceOp::kProduct;
+    case HVRUN_OP_MAX_ENUM: break;
   }
   throw std::invalid_argument("hvrun collectives: unknown hvrun_op " + std::to_string(static_cast<int>(op)));
 }

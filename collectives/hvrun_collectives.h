@@ -24,10 +24,19 @@ typedef enum hvrun_dtype {
   HVRUN_INT32 = 2,
   HVRUN_INT64 = 3,
   HVRUN_FLOAT16 = 4,  /* GPU (NCCL) only */
-  HVRUN_BFLOAT16 = 5  /* GPU (NCCL) only */
+  HVRUN_BFLOAT16 = 5, /* GPU (NCCL) only */
+  /* Not a type: makes every int from 0 up a valid value of the enum in C++ as in C, so a wrong value
+   * from any language is an error message, not undefined behaviour. */
+  HVRUN_DTYPE_MAX_ENUM = 0x7fffffff
 } hvrun_dtype;
 
-typedef enum hvrun_op { HVRUN_SUM = 0, HVRUN_MIN = 1, HVRUN_MAX = 2, HVRUN_PROD = 3 } hvrun_op;
+typedef enum hvrun_op {
+  HVRUN_SUM = 0,
+  HVRUN_MIN = 1,
+  HVRUN_MAX = 2,
+  HVRUN_PROD = 3,
+  HVRUN_OP_MAX_ENUM = 0x7fffffff /* not an operation, see HVRUN_DTYPE_MAX_ENUM */
+} hvrun_op;
 
 typedef struct hvrun_comm hvrun_comm;
 

@@ -137,9 +137,9 @@ struct StoreClient::Impl {
       drop_connection();
       throw ProtocolError(where() + ": not an hvrun store (unexpected greeting)");
     }
-    if (static_cast<std::uint8_t>(hello.op) != store::kProtocolVersion) {
+    if (hello.number != store::kProtocolVersion) {
       drop_connection();
-      throw ProtocolError(where() + ": store protocol version " + std::to_string(static_cast<int>(hello.op)) +
+      throw ProtocolError(where() + ": store protocol version " + std::to_string(hello.number) +
                           ", expected " + std::to_string(store::kProtocolVersion) +
                           "; use the same hvrun version everywhere");
     }

@@ -3,7 +3,6 @@
 // its store to the ranks with -x HVRUN_STORE_*; once hvrun sets those, its own values take over.
 #include <catch2/catch.hpp>
 
-#include <regex>
 #include <sstream>
 
 #include "tests/support/child_process.hpp"
@@ -47,15 +46,25 @@ struct Row {
   std::string type, op;
 };
 
+// A row is 8 fields: bytes, count, type, op, time, algbw, busbw (numbers with a point), wrong.
+// (No std::regex: GCC 12 warns inside it under the sanitizers, and warnings are errors.)
 std::vector<Row> table_rows(const std::string& out) {
-  static const std::regex row(R"(^(?:\[0\]<stdout>:)?\s+(\d+)\s+(\d+)\s+(\w+)\s+(\w+)\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+(\d+)$)");
   std::vector<Row> rows;
   std::istringstream in(out);
   std::string line;
-  std::smatch m;
-  while (std::getline(in, line))
-    if (std::regex_match(line, m, row))
-      rows.push_back(Row{std::stoull(m[1]), std::stoull(m[2]), std::stoull(m[5]), m[3], m[4]});
+  auto is_uint = [](const std::string& t) { return !t.empty() && t.find_first_not_of("0123456789") == std::string::npos; };
+  auto is_real = [](const std::string& t) { return !t.empty() && t.find_first_not_of("0123456789.") == std::string::npos; };
+  while (std::getline(in, line)) {
+    const std::string prefix = "[0]<stdout>:";
+    if (line.starts_with(prefix)) line.erase(0, prefix.size());
+    std::istringstream fields(line);
+    std::vector<std::string> f;
+    for (std::string t; fields >> t;) f.push_back(t);
+    if (f.size() != 8 || !is_uint(f[0]) || !is_uint(f[1]) || !is_real(f[4]) || !is_real(f[5]) || !is_real(f[6]) ||
+        !is_uint(f[7]))
+      continue;
+    rows.push_back(Row{std::stoull(f[0]), std::stoull(f[1]), std::stoull(f[7]), f[2], f[3]});
+  }
   return rows;
 }
 
@@ -71,7 +80,10 @@ void check_table(const std::string& out, const std::vector<std::uint64_t>& sizes
     CHECK(rows[i].wrong == 0);
   }
   CHECK_THAT(out, Catch::Contains("# Out of bounds values : 0 OK"));
-  CHECK(std::regex_search(out, std::regex(R"(# Avg bus bandwidth : [0-9.e+-]+\n)")));
+  const auto avg = out.find("# Avg bus bandwidth : ");
+  REQUIRE(avg != std::string::npos);
+  const std::string value = out.substr(avg + 22, out.find('\n', avg) - avg - 22);
+  CHECK_NOTHROW(std::stod(value));
 }
 
 }  // namespace
