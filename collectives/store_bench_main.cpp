@@ -214,6 +214,9 @@ int main(int argc, char** argv) {
   app.add_option("--bind", bind, "with --serve: address to listen on (\"\" = all)")->capture_default_str();
   app.add_option("--port", port, "with --serve: port (0 = any free one)")->capture_default_str();
   app.add_option("command", command, "with --serve: the command to run (after --)");
+  // scripts/bench_store.sh passes defaults and then the caller's arguments: the last one wins.
+  for (auto* option : app.get_options())
+    if (option->nonpositional()) option->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   CLI11_PARSE(app, argc, argv);
   try {
     if (serve_mode) return command.empty() ? serve(bind, port) : serve_command(bind, port, command);
