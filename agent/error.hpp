@@ -39,6 +39,13 @@ class TimeoutError : public Error {
   using Error::Error;
 };
 
+// A collective (Gloo or NCCL) or its set-up failed; the message names the operation, this rank and,
+// where known, the peer.
+class CollectiveError : public Error {
+ public:
+  using Error::Error;
+};
+
 // Throws SystemError for `call` with the current errno. `context` says what it was for ("pipe for rank 3").
 [[noreturn]] void throw_errno(const std::string& call, const std::string& context = {});
 

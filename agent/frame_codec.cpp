@@ -57,12 +57,12 @@ std::optional<Frame> FrameDecoder::next() {
                         std::to_string(kWireVersion) + "; use the same hvrun version everywhere");
   const auto type = static_cast<std::uint8_t>(rest[5]);
   if (type != static_cast<std::uint8_t>(FrameType::kControl) &&
-      type != static_cast<std::uint8_t>(FrameType::kOutput))
+      type != static_cast<std::uint8_t>(FrameType::kOutput) && type != static_cast<std::uint8_t>(FrameType::kStore))
     throw ProtocolError(peer_ + ": unknown frame type " + std::to_string(type));
   const std::uint32_t length = get_u32(rest.substr(8));
-  if (length > kMaxFramePayload)
+  if (length > max_payload_)
     throw ProtocolError(peer_ + ": frame of " + std::to_string(length) + " bytes exceeds the maximum of " +
-                        std::to_string(kMaxFramePayload));
+                        std::to_string(max_payload_));
   if (rest.size() < kFrameHeaderSize + length) return std::nullopt;
   Frame frame{static_cast<FrameType>(type), std::string(rest.substr(kFrameHeaderSize, length))};
   offset_ += kFrameHeaderSize + length;

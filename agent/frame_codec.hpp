@@ -1,7 +1,8 @@
 #pragma once
 // The wire format between launcher and agent (and any other hvrun peer): a 12-byte header
 // (magic "HVR1", version, type, reserved, big-endian payload length) and the payload.
-// Control frames carry one JSON message; output frames carry raw bytes of a rank's stream.
+// Control frames carry one JSON message; output frames carry raw bytes of a rank's stream; store frames
+// carry one CBOR message of the rendezvous store (agent/store_protocol.hpp).
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -10,7 +11,7 @@
 
 namespace hvrun {
 
-enum class FrameType : std::uint8_t { kControl = 1, kOutput = 2 };
+enum class FrameType : std::uint8_t { kControl = 1, kOutput = 2, kStore = 3 };
 
 struct Frame {
   FrameType type = FrameType::kControl;
@@ -30,7 +31,11 @@ std::string encode_frame(FrameType type, std::string_view payload);
 // what was wrong; after an error the decoder must not be used again.
 class FrameDecoder {
  public:
-  explicit FrameDecoder(std::string peer) : peer_(std::move(peer)) {}
+  explicit FrameDecoder(std::string peer, std::size_t max_payload = kMaxFramePayload)
+      : peer_(std::move(peer)), max_payload_(max_payload) {}
+
+  // Frames longer than this are a ProtocolError; a server lowers it for peers it does not trust yet.
+  void set_max_payload(std::size_t max_payload) { max_payload_ = max_payload; }
 
   void feed(std::string_view bytes);
   // The next complete frame, or nothing until more bytes arrive.
@@ -41,6 +46,7 @@ class FrameDecoder {
 
  private:
   std::string peer_;
+  std::size_t max_payload_;
   std::string buffer_;
   std::size_t offset_ = 0;
 };

@@ -1,0 +1,282 @@
+#include "collectives/gloo_backend.hpp"
+
+#include <arpa/inet.h>
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/math.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/prefix_store.h>
+#include <gloo/transport/tcp/device.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <map>
+#include <spdlog/spdlog.h>
+
+#include "agent/error.hpp"
+#include "collectives/gloo_store.hpp"
+#include "collectives/store_client.hpp"
+
+namespace hvrun {
+
+namespace {
+
+using ReduceFn = void (*)(void*, const void*, const void*, std::size_t);
+
+// Gloo's element-wise reductions; the cast picks the (out, in1, in2, n) overload.
+template <typename T>
+ReduceFn reduce_fn(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum: return static_cast<ReduceFn>(&gloo::sum<T>);
+    case ReduceOp::kMin: return static_cast<ReduceFn>(&gloo::min<T>);
+    case ReduceOp::kMax: return static_cast<ReduceFn>(&gloo::max<T>);
+    case ReduceOp::kProduct: return static_cast<ReduceFn>(&gloo::product<T>);
+  }
+  throw CollectiveError("unknown reduction");
+}
+
+// Calls f(T{}) with the C++ type of `type`; half and bfloat16 are NCCL's only.
+template <typename F>
+void with_type(DataType type, const char* what, F&& f) {
+  switch (type) {
+    case DataType::kFloat32: return f(float{});
+    case DataType::kFloat64: return f(double{});
+    case DataType::kInt32: return f(std::int32_t{});
+    case DataType::kInt64: return f(std::int64_t{});
+    case DataType::kFloat16:
+    case DataType::kBFloat16: break;
+  }
+  throw CollectiveError(std::string(what) + ": " + data_type_name(type) +
+                        " is supported on GPU buffers (NCCL) only, not by the Gloo (CPU) path");
+}
+
+std::string local_hostname() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) != 0) throw_errno("gethostname");
+  return name;
+}
+
+std::string ranks_text(const std::vector<int>& ranks) {
+  std::string out;
+  for (std::size_t i = 0; i < ranks.size();) {
+    std::size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    if (!out.empty()) out += ",";
+    out += std::to_string(ranks[i]);
+    if (j > i) out += "-" + std::to_string(ranks[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+struct GlooBackend::Impl {
+  CommunicatorOptions options;
+  StoreClient& store;
+  std::string prefix;
+  std::string iface;
+  std::string description;
+  std::shared_ptr<gloo::transport::Device> device;
+  std::shared_ptr<gloo::rendezvous::Context> context;
+  std::uint32_t next_tag = 0;
+
+  Impl(const CommunicatorOptions& o, StoreClient& s, std::string p) : options(o), store(s), prefix(std::move(p)) {
+    if (options.hostname.empty()) options.hostname = local_hostname();
+  }
+
+  std::string where() const {
+    return "rank " + std::to_string(options.rank) + " of " + std::to_string(options.size) + " on " + options.hostname +
+           (iface.empty() ? "" : " (" + iface + ")");
+  }
+
+  void make_device() {
+    gloo::transport::tcp::attr attr;
+    // Same family as HVRUN_ADDR, so an IPv6 link-local address listed first on the NIC is not taken.
+    unsigned char probe[sizeof(in6_addr)];
+    if (::inet_pton(AF_INET, options.address.c_str(), probe) == 1) attr.ai_family = AF_INET;
+    if (::inet_pton(AF_INET6, options.address.c_str(), probe) == 1) attr.ai_family = AF_INET6;
+    if (!options.iface.empty()) {
+      attr.iface = options.iface;
+      try {
+        device = gloo::transport::tcp::CreateDevice(attr);
+        iface = options.iface;
+        return;
+      } catch (const std::exception& e) {
+        if (options.address.empty())
+          throw CollectiveError("hvrun collectives: Gloo cannot use NIC " + options.iface + " on " +
+                                options.hostname + ": " + e.what());
+        spdlog::warn("hvrun collectives: Gloo cannot use NIC {} ({}); binding to {} instead", options.iface,
+                     e.what(), options.address);
+      }
+    }
+    attr.iface.clear();
+    attr.hostname = options.address.empty() ? options.hostname : options.address;
+    try {
+      device = gloo::transport::tcp::CreateDevice(attr);
+    } catch (const std::exception& e) {
+      throw CollectiveError("hvrun collectives: Gloo cannot bind to " + attr.hostname + " on " + options.hostname +
+                            ": " + e.what());
+    }
+  }
+
+  void connect() {
+    make_device();
+    description = device->str();
+    // Who is where, for error messages that name a peer by its address (see describe_peers).
+    store.set(prefix + "host/" + std::to_string(options.rank), options.hostname + " " + options.address);
+    GlooStore gloo_store(store, options.timeout);
+    gloo::rendezvous::PrefixStore prefixed(prefix + "gloo", gloo_store);
+    context = std::make_shared<gloo::rendezvous::Context>(options.rank, options.size);
+    context->setTimeout(options.timeout);
+    try {
+      context->connectFullMesh(prefixed, device);
+    } catch (const Error& e) {
+      throw CollectiveError("hvrun collectives: rendezvous of " + where() + " failed: " + e.what());
+    } catch (const std::exception& e) {
+      throw CollectiveError("hvrun collectives: " + where() + " could not connect to the other ranks: " + e.what() +
+                            describe_peers(e.what()));
+    }
+    spdlog::debug("hvrun collectives: {} connected with Gloo on {}", where(), description);
+  }
+
+  // When Gloo's message holds a peer's address ("[10.0.0.2]:4711"), names that host and its ranks.
+  std::string describe_peers(const std::string& message) const {
+    // The first bracketed IP address; Gloo also brackets its source location ("[./gloo/...:598]").
+    std::string ip;
+    for (auto open = message.find('['); open != std::string::npos && ip.empty(); open = message.find('[', open + 1)) {
+      const auto close = message.find(']', open);
+      if (close == std::string::npos) break;
+      const std::string inside = message.substr(open + 1, close - open - 1);
+      if (!inside.empty() && inside.find_first_not_of("0123456789abcdefABCDEF:.") == std::string::npos &&
+          inside.find_first_of(".:") != std::string::npos)
+        ip = inside;
+    }
+    if (ip.empty()) return {};
+    std::vector<std::string> keys;
+    for (int r = 0; r < options.size; ++r) keys.push_back(prefix + "host/" + std::to_string(r));
+    std::map<std::string, std::vector<int>> ranks_by_host;
+    try {
+      const auto entries = store.multi_get(keys, std::chrono::seconds(2));
+      for (int r = 0; r < options.size; ++r) {
+        const auto& entry = entries[static_cast<std::size_t>(r)];
+        const auto space = entry.find(' ');
+        if (space != std::string::npos && entry.substr(space + 1) == ip) ranks_by_host[entry.substr(0, space)].push_back(r);
+      }
+    } catch (const Error&) {
+      return {};  // the store is gone too; Gloo's message stands alone
+    }
+    std::string out;
+    for (const auto& [host, ranks] : ranks_by_host)
+      out += "; " + ip + " is host " + host + " (rank" + (ranks.size() > 1 ? "s " : " ") + ranks_text(ranks) + ")";
+    return out;
+  }
+
+  // Runs one Gloo call; Gloo's exceptions become CollectiveError naming the operation, us and the peer.
+  template <typename F>
+  void run(const std::string& what, F&& f) {
+    try {
+      f();
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw CollectiveError("hvrun collectives: " + what + " failed on " + where() + ": " + e.what() +
+                            describe_peers(e.what()));
+    }
+  }
+
+  std::string op_text(const char* op, std::size_t count, DataType type) const {
+    return std::string(op) + " of " + std::to_string(count) + " " + data_type_name(type);
+  }
+};
+
+GlooBackend::GlooBackend(const CommunicatorOptions& options, StoreClient& store, const std::string& prefix)
+    : impl_(std::make_unique<Impl>(options, store, prefix)) {
+  impl_->connect();
+}
+
+GlooBackend::~GlooBackend() = default;
+
+const std::string& GlooBackend::iface() const { return impl_->iface; }
+const std::string& GlooBackend::description() const { return impl_->description; }
+
+void GlooBackend::allreduce(const void* send, void* recv, std::size_t count, DataType type, ReduceOp op) {
+  const std::string what = impl_->op_text("allreduce", count, type) + " (" + reduce_op_name(op) + ")";
+  with_type(type, what.c_str(), [&](auto zero) {
+    using T = decltype(zero);
+    const auto tag = impl_->next_tag++;
+    if (count == 0) return;
+    if (impl_->options.size == 1) {
+      if (send != recv) std::memcpy(recv, send, count * sizeof(T));
+      return;
+    }
+    impl_->run(what, [&] {
+      gloo::AllreduceOptions opts(impl_->context);
+      opts.setTag(tag);
+      opts.setTimeout(impl_->options.timeout);
+      // Gloo takes a non-const pointer for its input but only reads it.
+      if (send != recv) opts.setInput(static_cast<T*>(const_cast<void*>(send)), count);
+      opts.setOutput(static_cast<T*>(recv), count);
+      opts.setReduceFunction(reduce_fn<T>(op));
+      gloo::allreduce(opts);
+    });
+  });
+}
+
+void GlooBackend::broadcast(void* buffer, std::size_t count, DataType type, int root) {
+  const std::string what = impl_->op_text("broadcast", count, type) + " from rank " + std::to_string(root);
+  if (root < 0 || root >= impl_->options.size)
+    throw CollectiveError("hvrun collectives: " + what + ": no such rank (size " +
+                          std::to_string(impl_->options.size) + ")");
+  with_type(type, what.c_str(), [&](auto zero) {
+    using T = decltype(zero);
+    const auto tag = impl_->next_tag++;
+    if (count == 0 || impl_->options.size == 1) return;
+    impl_->run(what, [&] {
+      gloo::BroadcastOptions opts(impl_->context);
+      opts.setTag(tag);
+      opts.setTimeout(impl_->options.timeout);
+      opts.setRoot(root);
+      opts.setOutput(static_cast<T*>(buffer), count);
+      gloo::broadcast(opts);
+    });
+  });
+}
+
+void GlooBackend::allgather(const void* send, void* recv, std::size_t count, DataType type) {
+  const std::string what = impl_->op_text("allgather", count, type);
+  with_type(type, what.c_str(), [&](auto zero) {
+    using T = decltype(zero);
+    const auto tag = impl_->next_tag++;
+    if (count == 0) return;
+    const auto rank = static_cast<std::size_t>(impl_->options.rank);
+    T* own = static_cast<T*>(recv) + rank * count;
+    if (impl_->options.size == 1) {
+      if (send != own) std::memmove(own, send, count * sizeof(T));
+      return;
+    }
+    impl_->run(what, [&] {
+      gloo::AllgatherOptions opts(impl_->context);
+      opts.setTag(tag);
+      opts.setTimeout(impl_->options.timeout);
+      if (send != own) opts.setInput(static_cast<T*>(const_cast<void*>(send)), count);
+      opts.setOutput(static_cast<T*>(recv), count * static_cast<std::size_t>(impl_->options.size));
+      gloo::allgather(opts);
+    });
+  });
+}
+
+void GlooBackend::barrier() {
+  const auto tag = impl_->next_tag++;
+  if (impl_->options.size == 1) return;
+  impl_->run("barrier", [&] {
+    gloo::BarrierOptions opts(impl_->context);
+    opts.setTag(tag);
+    opts.setTimeout(impl_->options.timeout);
+    gloo::barrier(opts);
+  });
+}
+
+}  // namespace hvrun
