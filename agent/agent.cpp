@@ -28,6 +28,7 @@
 #include "agent/job_secret.hpp"
 #include "agent/probe_listener.hpp"
 #include "agent/prober.hpp"
+#include "agent/store_server.hpp"
 #include "agent/rank_process.hpp"
 #include "hvrun/version.hpp"
 
@@ -93,6 +94,7 @@ struct Agent::Impl {
   int host_index = -1;
   ProbeListener probe_listener;
   std::unique_ptr<Prober> prober;
+  std::unique_ptr<StoreServer> store;  // lives as long as the job: the agent exits with it
   std::vector<std::unique_ptr<Rank>> ranks;
   std::map<pid_t, Rank*> by_pid;
   std::vector<std::function<void()>> paused;  // readers waiting for the channel to drain
@@ -145,7 +147,9 @@ struct Agent::Impl {
     probe_listener.identify(*secret, m.host_index, local_hostname());
     rearm_watchdog();
     send_heartbeats();
-    send(ReadyMsg{0});
+    // The store binds every address: the NIC is chosen later, and the token guards it meanwhile.
+    if (m.serve_store) store = std::make_unique<StoreServer>(io, secret->store_token(), "", 0);
+    send(ReadyMsg{store ? store->port() : 0});
   }
 
   void handle(const HeartbeatMsg&) {}

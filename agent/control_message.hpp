@@ -18,6 +18,7 @@ struct JobMsg {
   int heartbeat_ms = 0;
   int host_index = 0;                  // this host's identity in probes
   std::vector<std::string> hostnames;  // every host as the user named it, by index (for messages)
+  bool serve_store = false;            // this host (rank 0's) serves the job's rendezvous store
 };
 
 // agent → launcher, answer to JobMsg: the agent now answers probes as its host; store_port is where it

@@ -72,6 +72,8 @@ std::string JobSecret::mac(std::string_view data) const {
   return std::string(reinterpret_cast<char*>(out), len);
 }
 
+std::string JobSecret::store_token() const { return hex_encode(mac("hvrun-store-token")); }
+
 bool JobSecret::verify(std::string_view data, std::string_view mac_bytes) const {
   const std::string expected = mac(data);
   return mac_bytes.size() == expected.size() &&

@@ -20,6 +20,9 @@ class JobSecret {
 
   // HMAC-SHA256 of `data` under the secret (raw 32 bytes).
   std::string mac(std::string_view data) const;
+  // The rendezvous store's token: derived, so it never travels, and a token read from a rank's
+  // environment does not reveal the secret.
+  std::string store_token() const;
   // Constant-time comparison of `mac_bytes` with mac(data).
   bool verify(std::string_view data, std::string_view mac_bytes) const;
 

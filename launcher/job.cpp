@@ -308,9 +308,10 @@ struct Job::Impl {
     });
     std::vector<std::string> names;
     for (const Host& other : hosts) names.push_back(other.name);
+    const bool serves_store = !ranks.empty() && ranks[0].host == i;
     h.channel->send(FrameType::kControl, encode_control(JobMsg{secret.hex(),
                                                                static_cast<int>(options.heartbeat_timeout.count()),
-                                                               static_cast<int>(i), names}));
+                                                               static_cast<int>(i), names, serves_store}));
     rearm_watchdog(i);
   }
 
@@ -536,6 +537,10 @@ struct Job::Impl {
     const Host& first = hosts.at(ranks.at(0).host);
     net.master_addr = net.hosts[first.plan_index].address;
     net.master_port = first.hello->free_port;
+    // The store is served by rank 0's agent, on every address; ranks use the verified one.
+    net.store_addr = net.master_addr;
+    net.store_port = first.ready->store_port;
+    net.store_token = secret.store_token();
     return net;
   }
 
