@@ -98,6 +98,16 @@ TEST_CASE("NIC discovery picks each host's fabric NIC and explains every trap", 
                                         " S==" + fabric[i] + " M=" + addrs[0]));
   }
   {
+    INFO("the allreduce benchmark across two lab hosts, over their fabric NICs, every result checked");
+    auto r = hvrun({"-H", names[1] + "," + names[2], std::string(HVRUN_COLLECTIVES_BIN_DIR) + "/hvrun-allreduce-bench",
+                    "-b", "4", "-e", "4M", "-f", "32", "-n", "3", "-w", "1"});
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 0);
+    CHECK_THAT(r.out, Catch::Contains("iface=" + fabric[1]));
+    CHECK_THAT(r.out, Catch::Contains("# Out of bounds values : 0 OK"));
+    CHECK_THAT(r.out, Catch::Contains("# Avg bus bandwidth"));
+  }
+  {
     INFO("NICs named differently per host, given as one list");
     auto r = hvrun({"--network-interface", "=" + fabric[0] + ",=" + fabric[1] + ",=" + fabric[2] + ",=" + fabric[3],
                     "-H", hosts, "sh", "-c", "echo N=$HVRUN_IFACE"});
