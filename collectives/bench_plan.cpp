@@ -13,14 +13,7 @@ namespace {
 
 template <typename F>
 void with_host_type(DataType type, F&& f) {
-  switch (type) {
-    case DataType::kFloat32: return f(float{});
-    case DataType::kFloat64: return f(double{});
-    case DataType::kInt32: return f(std::int32_t{});
-    case DataType::kInt64: return f(std::int64_t{});
-    case DataType::kFloat16:
-    case DataType::kBFloat16: break;
-  }
+  if (visit_host_type(type, std::forward<F>(f))) return;
   throw UsageError(std::string("the benchmark does not check ") + data_type_name(type) + " results");
 }
 

@@ -33,4 +33,19 @@ constexpr DataType data_type_of<std::int32_t>() { return DataType::kInt32; }
 template <>
 constexpr DataType data_type_of<std::int64_t>() { return DataType::kInt64; }
 
+// Calls f(T{}) with the C++ type of `type` and returns true; returns false for half and bfloat16,
+// which have no host type here (NCCL reduces them on the GPU).
+template <typename F>
+bool visit_host_type(DataType type, F&& f) {
+  switch (type) {
+    case DataType::kFloat32: f(float{}); return true;
+    case DataType::kFloat64: f(double{}); return true;
+    case DataType::kInt32: f(std::int32_t{}); return true;
+    case DataType::kInt64: f(std::int64_t{}); return true;
+    case DataType::kFloat16:
+    case DataType::kBFloat16: break;
+  }
+  return false;
+}
+
 }  // namespace hvrun

@@ -40,14 +40,7 @@ ReduceFn reduce_fn(ReduceOp op) {
 // Calls f(T{}) with the C++ type of `type`; half and bfloat16 are NCCL's only.
 template <typename F>
 void with_type(DataType type, const char* what, F&& f) {
-  switch (type) {
-    case DataType::kFloat32: return f(float{});
-    case DataType::kFloat64: return f(double{});
-    case DataType::kInt32: return f(std::int32_t{});
-    case DataType::kInt64: return f(std::int64_t{});
-    case DataType::kFloat16:
-    case DataType::kBFloat16: break;
-  }
+  if (visit_host_type(type, std::forward<F>(f))) return;
   throw CollectiveError(std::string(what) + ": " + data_type_name(type) +
                         " is supported on GPU buffers (NCCL) only, not by the Gloo (CPU) path");
 }
