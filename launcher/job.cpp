@@ -163,6 +163,9 @@ struct Job::Impl {
   std::vector<HostSelection> selections;
   std::chrono::steady_clock::time_point probe_started;
   std::chrono::milliseconds probe_ms{0};
+  // When each phase ended, for --verbose: where a launch spends its time.
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point t_start = Clock::now(), t_connected, t_agents_up, t_decided, t_first_output, t_ranks_done;
   Phase phase = Phase::kStarting;
   int exit_code = kExitOk;
   bool failure_reported = false;
@@ -184,6 +187,7 @@ struct Job::Impl {
     io.run();
     for (auto& h : hosts)
       if (h.local) h.local->reap(kShutdownTimeout);
+    log_timings();
     return exit_code;
   }
 
@@ -265,6 +269,7 @@ struct Job::Impl {
     show_progress();
     if (phase != Phase::kStarting) return;
     if (std::any_of(hosts.begin(), hosts.end(), [](const Host& x) { return x.connecting; })) return;
+    t_connected = Clock::now();
     if (options.check_only) return maybe_probe();
     report_connect_failures();
   }
@@ -359,6 +364,7 @@ struct Job::Impl {
     for (const auto& other : hosts)
       if (!(other.hello && other.ready) && (other.connecting || other.connect_error.empty())) return;
     if (status) status->clear();
+    t_agents_up = Clock::now();
     probe();
   }
 
@@ -478,7 +484,8 @@ struct Job::Impl {
   void decide() {
     if (phase != Phase::kProbing) return;
     deadline.cancel();
-    probe_ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - probe_started);
+    t_decided = Clock::now();
+    probe_ms = std::chrono::duration_cast<std::chrono::milliseconds>(t_decided - probe_started);
     selections = select_nics(inventories, targets, results, filter, single_host);
     for (std::size_t i = 0; i < hosts.size(); ++i)
       if (auto c = choice_of(i)) spdlog::info("hvrun: {} uses {} {} ({})", hosts[i].name, c->iface, c->address, c->why);
@@ -590,6 +597,7 @@ struct Job::Impl {
       if (f.type == FrameType::kOutput) {
         OutputChunk c = decode_output(f.payload, h.channel->peer());
         check_rank_of(i, c.rank);
+        if (t_first_output == Clock::time_point{}) t_first_output = Clock::now();
         output->write(c.rank, c.stream, c.bytes);
         return;
       }
@@ -630,7 +638,10 @@ struct Job::Impl {
     output->flush(m.rank);
     const bool failed = m.exit_code != 0 || m.signal != 0 || !m.error.empty();
     if (failed && phase == Phase::kRunning) report_rank_failure(i, m);
-    if (exited_count == plan.size()) shut_down();
+    if (exited_count == plan.size()) {
+      t_ranks_done = Clock::now();
+      shut_down();
+    }
   }
 
   void handle(std::size_t i, FatalMsg m) { fail_job(hosts[i].name + ": " + m.error); }
@@ -768,6 +779,19 @@ struct Job::Impl {
     deadline.async_wait([on_expiry](auto ec) {
       if (!ec) on_expiry();
     });
+  }
+
+  void log_timings() const {
+    auto since = [&](Clock::time_point from, Clock::time_point to) -> std::string {
+      if (from == Clock::time_point{} || to == Clock::time_point{}) return "-";
+      return std::to_string(std::chrono::duration_cast<milliseconds>(to - from).count()) + " ms";
+    };
+    const bool any_remote = std::any_of(hosts.begin(), hosts.end(), [](const Host& h) { return !h.is_local; });
+    spdlog::info("hvrun: timings: connect {}, agents up {}, probe {}, launch to first output {}, ranks ran {}, "
+                 "teardown {}, total {}",
+                 any_remote ? since(t_start, t_connected) : std::string("local"), since(t_start, t_agents_up),
+                 since(t_agents_up, t_decided), since(t_decided, t_first_output), since(t_decided, t_ranks_done),
+                 since(t_ranks_done, Clock::now()), since(t_start, Clock::now()));
   }
 
   // ---- dry run -----------------------------------------------------------------------------------
