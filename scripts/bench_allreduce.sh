@@ -31,6 +31,7 @@
 #   ITERS       timed allreduce calls per run (default 20); WARMUP untimed ones before (default 5)
 #   BYTES       message size in bytes (default 67108864 = 64 MiB; the targets are stated for 64 MiB)
 #   RUN_TIMEOUT seconds one run may take before it counts as failed (default 300)
+#   SETTLE      seconds of pause before each run, so one run's teardown does not slow the next (default 1)
 #   BENCH_DOC   markdown file to update (default docs/BENCHMARKS.md; empty: update none)
 #   LAB_PREFIX  the lab's name prefix (default hvbench); LAB_PORT (default 2222)
 set -euo pipefail
@@ -42,6 +43,7 @@ iters=${ITERS:-20}
 warmup=${WARMUP:-5}
 bytes=${BYTES:-67108864}
 run_timeout=${RUN_TIMEOUT:-300}
+settle=${SETTLE:-1}
 doc=${BENCH_DOC-$root/docs/BENCHMARKS.md}
 export LAB_PREFIX=${LAB_PREFIX:-hvbench}
 export LAB_PORT=${LAB_PORT:-2222}
@@ -63,6 +65,7 @@ at_least "$iters" 1 || die "ITERS must be a positive number (got '$iters')"
 at_least "$warmup" 0 || die "WARMUP must be a number (got '$warmup')"
 at_least "$bytes" 4 || die "BYTES must be a number of bytes, at least 4 (got '$bytes')"
 at_least "$run_timeout" 1 || die "RUN_TIMEOUT must be a positive number of seconds (got '$run_timeout')"
+at_least "$settle" 0 || die "SETTLE must be a number of seconds (got '$settle')"
 
 # ---- 1. packages and hvrun ----------------------------------------------------------------------
 
@@ -184,6 +187,7 @@ for ((r = 1; r <= rounds; r++)); do
   for c in "${contenders[@]}"; do
     log=$work/$c.$r.log
     rc=0
+    sleep "$settle"
     case $c in
       hvrun) run_hvrun "$log" || rc=$? ;;
       gloo) run_gloo "$log" "$r" || rc=$? ;;
