@@ -1,5 +1,8 @@
 #include "agent/control_message.hpp"
 
+#include <climits>
+#include <cstdint>
+
 #include <nlohmann/json.hpp>
 
 #include "agent/error.hpp"
@@ -51,6 +54,13 @@ HVRUN_MESSAGE_NAME(TerminateMsg, "terminate")
 HVRUN_MESSAGE_NAME(ShutdownMsg, "shutdown")
 #undef HVRUN_MESSAGE_NAME
 
+// A JSON value that is not a number, or a number an int holds exactly.
+bool is_int(const nlohmann::json& v) {
+  if (v.is_number_unsigned()) return v.get<std::uint64_t>() <= static_cast<std::uint64_t>(INT_MAX);
+  if (v.is_number_integer()) return v.get<std::int64_t>() >= INT_MIN && v.get<std::int64_t>() <= INT_MAX;
+  return !v.is_number();  // a float: never written by encode_control
+}
+
 template <std::size_t I = 0>
 ControlMessage decode_as(const std::string& type, const nlohmann::json& j, const std::string& peer) {
   if constexpr (I == std::variant_size_v<ControlMessage>) {
@@ -77,7 +87,18 @@ std::string encode_control(const ControlMessage& msg) {
 
 ControlMessage decode_control(std::string_view payload, const std::string& peer) {
   try {
-    const auto j = nlohmann::json::parse(payload);
+    // Every number of every control message is an int (ranks, pids, ports, milliseconds). nlohmann
+    // converts others silently (4294967297 to 1, 2.5 to 2) or with undefined behaviour (1e300), so the
+    // parse itself notes the first number an int cannot hold, and the message is refused.
+    std::string bad_number;
+    const auto j = nlohmann::json::parse(
+        payload, [&bad_number](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+          if (event == nlohmann::json::parse_event_t::value && bad_number.empty() && !is_int(parsed))
+            bad_number = parsed.dump();
+          return true;
+        });
+    if (!bad_number.empty())
+      throw ProtocolError(peer + ": malformed control message: " + bad_number + " is not an integer of int's range");
     if (!j.is_object() || !j.contains("type") || !j["type"].is_string())
       throw ProtocolError(peer + ": control message without a type");
     return decode_as(j["type"].get<std::string>(), j, peer);

@@ -116,7 +116,8 @@ using ControlMessage =
     std::variant<JobMsg, ReadyMsg, HeartbeatMsg, HelloMsg, ProbeRequestMsg, ProbeResultMsg, LaunchMsg, StartedMsg, ExitedMsg, FatalMsg, TerminateMsg, ShutdownMsg>;
 
 std::string encode_control(const ControlMessage& msg);
-// Throws ProtocolError naming `peer` for malformed JSON, an unknown type or missing/mistyped fields.
+// Throws ProtocolError naming `peer` for malformed JSON, an unknown type or missing/mistyped fields
+// (a number that is not an integer in int's range is mistyped: every number of these messages is an int).
 ControlMessage decode_control(std::string_view payload, const std::string& peer);
 
 enum class OutputStream : unsigned char { kStdout = 1, kStderr = 2 };

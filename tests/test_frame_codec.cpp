@@ -86,6 +86,20 @@ TEST_CASE("control messages round-trip and reject malformed input", "[wire]") {
   }
 }
 
+TEST_CASE("control messages refuse numbers an int cannot hold", "[wire]") {
+  // nlohmann would turn these into other ints, or into undefined behaviour (1e300).
+  for (const char* bad : {R"({"type":"started","rank":1e300,"pid":1})", R"({"type":"started","rank":0,"pid":1.5})",
+                          R"({"type":"started","rank":4294967297,"pid":1})",
+                          R"({"type":"terminate","grace_ms":-2147483649})",
+                          R"({"type":"probe_request","targets":[],"timeout_ms":1.0})"}) {
+    INFO(bad);
+    REQUIRE_THROWS_WITH(decode_control(bad, "agent on e"), Catch::Contains("agent on e") && Catch::Contains("int"));
+  }
+  const auto s = std::get<StartedMsg>(decode_control(R"({"type":"started","rank":2147483647,"pid":-2147483648})", "p"));
+  CHECK(s.rank == 2147483647);
+  CHECK(s.pid == -2147483647 - 1);
+}
+
 TEST_CASE("output chunks carry rank, stream and raw bytes", "[wire]") {
   const std::string bytes("a\0b\xfe", 4);
   const auto c = decode_output(encode_output(12, OutputStream::kStderr, bytes), "p");

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Builds hvrun's libFuzzer targets (tests/fuzz/) with clang, ASan and UBSan into build-fuzz/, then runs
+# each for SECONDS, one after the other, on a temporary copy of its seed corpus (the committed corpus
+# does not grow). Prints per target the executions and whether it crashed. A crash, sanitizer report,
+# leak, hang over 5 s or RSS over 2 GiB is a crash: its input is copied to tests/fuzz/crashes/<target>/
+# and the script exits 1 (after running the other targets).
+#   scripts/fuzz.sh SECONDS
+#   FUZZ_BUILD_DIR=build-fuzz  JOBS=$(nproc)  FUZZ_BUILD_ALL=1 (build all of hvrun with clang, not only
+#   the fuzzers: checks that the whole tree compiles warning-free under clang and the fuzz flags)
+# Needs the packages of scripts/setup.sh, plus clang and libclang-rt-14-dev (libFuzzer and the
+# sanitizer runtimes), which this script installs as root when missing.
+set -euo pipefail
+
+usage() { echo "usage: scripts/fuzz.sh SECONDS   (seconds per target, a positive integer)" >&2; exit 2; }
+[[ $# -eq 1 && $1 =~ ^[0-9]+$ && $1 -gt 0 ]] || usage
+seconds=$1
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build_dir=${FUZZ_BUILD_DIR:-$root/build-fuzz}
+fuzz_dir=$root/tests/fuzz
+# The same list as hvrun::fuzz::kTargets (tests/fuzz/fuzz_entries.hpp) and tests/fuzz/CMakeLists.txt.
+targets=(frame_decoder control_message host_list hostfile nic_filter store_protocol)
+
+missing=()
+for p in clang libclang-rt-14-dev; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "fuzz.sh: missing packages; install them as root with:" >&2
+    echo "  apt-get update && apt-get install -y ${missing[*]}" >&2
+    exit 1
+  fi
+  echo "fuzz.sh: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q
+  apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+build_start=$SECONDS
+# The compilers are named explicitly: a build directory keeps the compiler it was first configured with.
+cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+  -DHVRUN_FUZZ=ON -DBUILD_TESTING=OFF >/dev/null
+if [[ ${FUZZ_BUILD_ALL:-0} == 1 ]]; then
+  cmake --build "$build_dir" -j "${JOBS:-$(nproc)}"
+else
+  cmake --build "$build_dir" -j "${JOBS:-$(nproc)}" --target hvrun_fuzzers
+fi
+echo "fuzz.sh: built in $((SECONDS - build_start)) s; running ${#targets[@]} targets for ${seconds} s each"
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/hvrun-fuzz.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+status=0
+summary=()
+for t in "${targets[@]}"; do
+  mkdir -p "$work/$t/corpus" "$work/$t/artifacts"
+  cp -R "$fuzz_dir/corpus/$t/." "$work/$t/corpus/"
+  args=(-max_total_time="$seconds" -timeout=5 -rss_limit_mb=2048 -print_final_stats=1
+        -artifact_prefix="$work/$t/artifacts/")
+  [[ -f $fuzz_dir/$t.dict ]] && args+=(-dict="$fuzz_dir/$t.dict")
+  start=$SECONDS
+  rc=0
+  "$build_dir/tests/fuzz/fuzz_$t" "${args[@]}" "$work/$t/corpus" >"$work/$t/log" 2>&1 || rc=$?
+  took=$((SECONDS - start))
+  # The final stats when libFuzzer got to print them, else its last status line (#EXECS ...).
+  execs=$(sed -n 's/^stat::number_of_executed_units: *\([0-9]*\).*/\1/p' "$work/$t/log" | tail -n 1)
+  [[ -n $execs ]] || execs=$(sed -n 's/^#\([0-9][0-9]*\).*/\1/p' "$work/$t/log" | tail -n 1)
+  # slow-unit-* files are reports, not failures; crash-, leak-, timeout- and oom- ones are.
+  found=()
+  for f in "$work/$t/artifacts"/*; do
+    [[ -f $f && $(basename "$f") != slow-unit-* ]] && found+=("$f")
+  done
+  if ((rc != 0 || ${#found[@]})); then
+    status=1
+    echo "---- fuzz_$t: last lines of its log ----" >&2
+    tail -n 40 "$work/$t/log" >&2
+    if ((${#found[@]})); then
+      verdict="CRASHED (exit $rc)"
+      mkdir -p "$fuzz_dir/crashes/$t"
+      for f in "${found[@]}"; do cp "$f" "$fuzz_dir/crashes/$t/"; done
+      echo "---- reproduce: $build_dir/tests/fuzz/fuzz_$t tests/fuzz/crashes/$t/FILE; once fixed, move" \
+           "the file to tests/fuzz/regressions/$t/ (replayed by tests/test_fuzz_regressions.cpp) ----" >&2
+    else
+      verdict="FAILED (exit $rc, no input saved: see its log above)"
+    fi
+  else
+    verdict="no crash"
+  fi
+  line=$(printf '%-16s %12s execs in %4d s  %s' "$t" "${execs:-?}" "$took" "$verdict")
+  echo "$line"
+  summary+=("$line")
+done
+
+echo "fuzz.sh: summary"
+printf '  %s\n' "${summary[@]}"
+if ((status)); then echo "fuzz.sh: crashes saved under tests/fuzz/crashes/" >&2; fi
+exit "$status"
