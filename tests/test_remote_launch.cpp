@@ -107,7 +107,8 @@ TEST_CASE("remote launch across three lab hosts", "[lab]") {
     ChildProcess p(lab.on_host(0, {"sh", "-c", line}));
     if (!p.wait_for_stdout("<stdout>:ready", 6, 60s)) {
       auto r = p.wait(5s);
-      FAIL("hvrun did not start its ranks: " << r.out << r.err);
+      FAIL("hvrun did not start its ranks (exit " << r.exit_code << " after " << r.elapsed.count() << " ms): " << r.out
+                                                   << r.err);
     }
     std::ifstream pf(pidfile);
     int pid = 0;
