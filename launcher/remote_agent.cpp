@@ -11,6 +11,7 @@
 
 #include "agent/duration_text.hpp"
 #include "agent/error.hpp"
+#include "agent/job_secret.hpp"
 
 namespace hvrun {
 
@@ -121,8 +122,16 @@ std::unique_ptr<RemoteAgent> RemoteAgent::start(const RemoteAgentOptions& o) {
                             "[ \"$(sha256sum < " + path + " | cut -d' ' -f1)\" = " + digest + " ]";
   std::string description = "cached copy ~/" + rel;
   if (session.run(check, o.start_timeout).exit_status != 0) {
-    session.upload(o.local_agent, rel, 0700, o.start_timeout);
-    const RunResult verify = session.run(check, o.start_timeout);
+    // Upload under a name of our own, then rename(2) it over the final name with mv -f: hosts that
+    // share one home directory (NFS) copy at the same time, and SFTP v3 cannot rename over an existing
+    // file, so an SFTP-only replace would leave a moment where another launcher finds no file at all.
+    // Every copy has the same content, so whichever rename lands last is as good as the others.
+    const std::string staged = rel + ".upload-" + hex_encode(random_bytes(8));
+    session.upload(o.local_agent, staged, 0700, o.start_timeout);
+    const std::string staged_path = "\"$HOME\"/" + staged;
+    const RunResult verify =
+        session.run("mv -f " + staged_path + " " + path + " || { rm -f " + staged_path + "; exit 1; }; " + check,
+                    o.start_timeout);
     if (verify.exit_status != 0)
       throw Error(host + ": the copy of hvrun-agent in ~/" + rel +
                   " does not have the right content or mode 0700 after upload; check that file system");

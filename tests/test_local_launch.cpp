@@ -113,7 +113,7 @@ TEST_CASE("hvrun killed by SIGKILL leaves no rank running", "[integration]") {
   const std::string marker = unique_marker();
   ChildProcess p(hvrun_args({"-np", "4", "-x", marker, "sh", "-c", "sleep 60 & echo ready; exec sleep 60"}));
   REQUIRE(p.wait_for_stdout("<stdout>:ready", 4, 20s));
-  REQUIRE(processes_with_marker(marker).size() >= 8);
+  REQUIRE(wait_for_marker_count(marker, 8, 5s) >= 8);
   p.signal(SIGKILL);
   p.wait(5s);
   const auto left = wait_until_gone(marker, 2s);

@@ -162,6 +162,15 @@ std::vector<pid_t> wait_until_gone(const std::string& marker, std::chrono::milli
   }
 }
 
+std::size_t wait_for_marker_count(const std::string& marker, std::size_t count, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    const std::size_t n = processes_with_marker(marker).size();
+    if (n >= count || std::chrono::steady_clock::now() >= deadline) return n;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
 std::string unique_marker() {
   static int counter = 0;
   std::random_device rd;

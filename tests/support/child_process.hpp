@@ -4,6 +4,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,10 @@ ChildResult run(const std::vector<std::string>& argv, std::chrono::milliseconds 
 
 // Processes whose environment holds `marker` (a "NAME=value" string), excluding zombies.
 std::vector<pid_t> processes_with_marker(const std::string& marker);
+// Polls until at least `count` such processes exist or the timeout passes; returns how many there are.
+// /proc/PID/environ reads empty while a process execs, so a single count right after a rank prints can
+// miss one that is exec'ing at that moment.
+std::size_t wait_for_marker_count(const std::string& marker, std::size_t count, std::chrono::milliseconds timeout);
 // Polls until no such process remains or the timeout passes; returns what is left.
 std::vector<pid_t> wait_until_gone(const std::string& marker, std::chrono::milliseconds timeout);
 // A marker unique to this call: "HVRUN_TEST_MARKER=<pid>-<counter>-<random>".
