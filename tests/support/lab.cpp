@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <sstream>
 #include <stdexcept>
@@ -19,6 +20,11 @@ std::vector<std::string> lab_env(const std::string& prefix) {
   return {"LAB_PREFIX=" + prefix, "LAB_DIR=/tmp/" + prefix};
 }
 }  // namespace
+
+std::string Lab::default_prefix() {
+  const char* prefix = std::getenv("HVRUN_TEST_LAB_PREFIX");
+  return prefix && *prefix ? prefix : "hvtest";
+}
 
 std::optional<std::string> Lab::unavailable_reason() {
   if (::geteuid() != 0) return "skipped: lab tests need root (network namespaces, sshd); CI runs them as root";

@@ -14,7 +14,10 @@ class Lab {
   static std::optional<std::string> unavailable_reason();
 
   // Brings up `hosts` hosts under `prefix`; throws with lab.sh's output when that fails.
-  Lab(int hosts, std::string prefix = "hvtest");
+  explicit Lab(int hosts) : Lab(hosts, default_prefix()) {}
+  Lab(int hosts, std::string prefix);
+  // $HVRUN_TEST_LAB_PREFIX, else "hvtest": two test runs at once on one machine need two prefixes.
+  static std::string default_prefix();
   ~Lab();
   Lab(const Lab&) = delete;
   Lab& operator=(const Lab&) = delete;
