@@ -71,7 +71,8 @@ void check_outcome(const BadInput& c, const ChildResult& r, const std::string& m
   }
   CHECK_THAT(lines.at(0), Catch::StartsWith(c.exit_code == 2 ? "hvrun: error: " : "hvrun: "));
   const bool one_line_says_all = std::any_of(lines.begin(), lines.end(), [&](const std::string& line) {
-    return std::all_of(c.says.begin(), c.says.end(), [&](const std::string& s) { return line.find(s) != std::string::npos; });
+    return std::all_of(c.says.begin(), c.says.end(),
+                       [&](const std::string& s) { return line.find(s) != std::string::npos; });
   });
   CAPTURE(c.says);
   CHECK(one_line_says_all);
@@ -113,7 +114,8 @@ TEST_CASE("bad-input catalogue on this host", "[integration][bad-input]") {
   const auto usage = 5s;
   const std::vector<BadInput> cases{
       // Host lists.
-      {"-H item with ':' but no slots", {"-H", "a:", "true"}, 2, usage, {"-H", "'a:'", "slots must be a positive integer"}},
+      {"-H item with ':' but no slots", {"-H", "a:", "true"}, 2, usage,
+       {"-H", "'a:'", "slots must be a positive integer"}},
       {"-H item without a host name", {"-H", ":4", "true"}, 2, usage, {"-H", "':4'", "missing host name"}},
       {"-H zero slots", {"-H", "a:0", "true"}, 2, usage, {"-H", "'a:0'", "slots must be a positive integer"}},
       {"-H slots not a number", {"-H", "a:x", "true"}, 2, usage, {"-H", "'a:x'", "slots must be a positive integer"}},
@@ -143,7 +145,8 @@ TEST_CASE("bad-input catalogue on this host", "[integration][bad-input]") {
       {"--network-interface bad subnet", {"--network-interface", "10.0.0.0/33", "true"}, 2, usage,
        {"--network-interface", "'10.0.0.0/33'", "0..32"}},
       // Hostfiles.
-      {"--hostfile missing", {"--hostfile", missing, "true"}, 2, usage, {"--hostfile", "'" + missing + "'", "No such file"}},
+      {"--hostfile missing", {"--hostfile", missing, "true"}, 2, usage,
+       {"--hostfile", "'" + missing + "'", "No such file"}},
       {"--hostfile bad slots, with its line number", {"--hostfile", bad_line, "true"}, 2, usage,
        {bad_line + ":3", "'b slots=x'", "slots must be a positive integer"}},
       {"--hostfile unknown key", {"--hostfile", bad_key, "true"}, 2, usage,
@@ -159,7 +162,7 @@ TEST_CASE("bad-input catalogue on this host", "[integration][bad-input]") {
        2, usage, {"-np 3", "2 slots", "--no-oversubscribe"}},
       // Past parsing: the job starts on this host and is refused or fails.
       {"--network-interface naming no NIC of the host", {"--network-interface", "nosuchnic0", "true"}, 2, 15s,
-       {"--network-interface", "'nosuchnic0'", "it has: lo"}},
+       {"--network-interface", "'nosuchnic0'", "it has: lo", "list a NIC of every host"}},
       {"command not found", {"-np", "1", "hvrun-no-such-command-xyz"}, 127, 15s,
        {"rank 0 on localhost", "'hvrun-no-such-command-xyz'", "No such file", "PATH"}},
       {"command is a directory", {"-np", "1", dir.path().string()}, 127, 15s,
@@ -223,11 +226,13 @@ TEST_CASE("bad-input catalogue across lab hosts", "[lab][bad-input]") {
        {h1 + ": host key unknown", "strict host key checking", "ssh-keyscan -p " + port}, 1},
       {"host name that does not resolve, beside a good host", with(ssh, {"-H", h1 + ",no-such-host.invalid", "true"}),
        1, 15s, {"no-such-host.invalid: cannot resolve host name", "~/.ssh/config"}, 1},
-      {"--agent-path that does not exist there", with(ssh, {"--agent-path", "/nonexistent/hvrun-agent", "-H", h1, "true"}),
-       1, 15s, {h1 + ": hvrun-agent ended before it said hello", "check --agent-path /nonexistent/hvrun-agent"}, 1},
+      {"--agent-path that does not exist there",
+       with(ssh, {"--agent-path", "/nonexistent/hvrun-agent", "-H", h1, "true"}), 1, 15s,
+       {h1 + ": hvrun-agent ended before it said hello", "check --agent-path /nonexistent/hvrun-agent"}, 1},
       {"--network-interface naming a NIC one host lacks",
        with(ssh, {"-H", "localhost," + h1, "--network-interface", h0_nic, "true"}), 2, 15s,
-       {"--network-interface", "host " + h1 + " has no NIC matching '" + h0_nic + "'", "it has: lo, " + h1_nic}},
+       {"--network-interface", "host " + h1 + " has no NIC matching '" + h0_nic + "'", "it has: lo, " + h1_nic,
+        "list a NIC of every host"}},
       {"command not found on a remote host", with(ssh, {"-H", h1, "hvrun-no-such-command-xyz"}), 127, 15s,
        {"rank 0 on " + h1, "'hvrun-no-such-command-xyz'", "No such file", "PATH"}},
       {"working directory missing on a remote host", with(ssh, {"-H", "localhost," + h1, "sleep", "30"}), 1, 15s,
