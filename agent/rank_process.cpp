@@ -30,6 +30,22 @@ struct ChildFailure {
   ::_exit(127);
 }
 
+// What to do about an exec failure, for the one line users see ("" when errno says it all).
+std::string exec_fix(const std::string& program, int err) {
+  const bool has_path = program.find('/') != std::string::npos;
+  switch (err) {
+    case ENOENT:
+      return has_path ? "; check the path on this host"
+                      : "; not on this host's PATH: install it there, give its full path, or set PATH with -x";
+    case EACCES:
+      return "; is it a directory, or a file without execute permission (chmod +x)?";
+    case ENOEXEC:
+      return "; not a binary this host can run, nor a script starting with #!";
+    default:
+      return "";
+  }
+}
+
 std::vector<char*> c_strings(const std::vector<std::string>& v) {
   std::vector<char*> out;
   out.reserve(v.size() + 1);
@@ -79,7 +95,8 @@ RankProcess spawn_rank(const RankSpawnSpec& spec) {
     const std::string reason = std::strerror(failure.err);
     switch (failure.stage) {
       case 0: throw SpawnError("cannot enter working directory '" + spec.cwd + "': " + reason);
-      case 1: throw SpawnError("cannot execute '" + spec.argv[0] + "': " + reason);
+      case 1:
+        throw SpawnError("cannot execute '" + spec.argv[0] + "': " + reason + exec_fix(spec.argv[0], failure.err));
       default: throw SpawnError("cannot set up the standard streams of '" + spec.argv[0] + "': " + reason);
     }
   }

@@ -644,7 +644,14 @@ struct Job::Impl {
     }
   }
 
-  void handle(std::size_t i, FatalMsg m) { fail_job(hosts[i].name + ": " + m.error); }
+  // An agent that reports a fatal error started none of its ranks (it refuses the launch before the
+  // first spawn), so none will report an exit: count them as ended, or stopping the other hosts' ranks
+  // would wait out its deadline for confirmations that never come.
+  void handle(std::size_t i, FatalMsg m) {
+    fail_job(hosts[i].name + ": " + m.error);
+    mark_host_ranks_exited(hosts[i]);
+    if (exited_count == plan.size()) shut_down();
+  }
 
   template <typename M>
   void handle(std::size_t i, M&&) {

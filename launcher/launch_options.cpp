@@ -1,8 +1,12 @@
 #include "launcher/launch_options.hpp"
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstring>
 #include <iostream>
 #include <limits>
 #include <memory>
@@ -87,6 +91,19 @@ const CLI::Validator kEnvAssignment(
         return "'" + input + "': '" + std::string(name) +
                "' is not a variable name (letters, digits and _, not starting with a digit)";
       }
+      return {};
+    },
+    "");
+
+// -i: a file that exists and is not a directory (libssh would skip anything else without a word).
+const CLI::Validator kIdentityFile(
+    [](std::string& input) -> std::string {
+      struct stat st{};
+      if (::stat(input.c_str(), &st) != 0) {
+        return "'" + input + "': " + std::strerror(errno) +
+               " (give the path of a private key, e.g. -i ~/.ssh/id_ed25519)";
+      }
+      if (S_ISDIR(st.st_mode)) return "'" + input + "' is a directory (give the path of a private key file)";
       return {};
     },
     "");
@@ -182,7 +199,7 @@ CliResult parse_command_line(int argc, const char* const* argv) {
                        ->transform(int_in_range(1, 65535, "a port (1-65535)"))
                        ->type_name("PORT");
   app.add_option("-i,--ssh-identity-file", o.ssh_identity_file, "SSH private key")
-      ->check(CLI::Validator(CLI::ExistingFile).description(""))
+      ->check(kIdentityFile)
       ->type_name("FILE");
   app.add_option("--ssh-connect-timeout", ssh_connect_timeout,
                  "Seconds to resolve, connect and handshake with each host (default 10)")
@@ -257,6 +274,12 @@ CliResult parse_command_line(int argc, const char* const* argv) {
     const std::size_t length = rest.size() - (first == "--" ? 1 : 0);
     o.command.assign(args.end() - static_cast<long>(length), args.end());
   }
+  // Options that contradict each other are refused rather than one silently winning.
+  if (o.check_only && o.dry_run) {
+    throw UsageError("--check-only and --dry-run exclude each other (--dry-run contacts no host; --check-only "
+                     "connects and probes); give one of them");
+  }
+  if (o.json && !o.check_only) throw UsageError("--json only applies to --check-only; add --check-only or drop --json");
   if (o.command.empty() && !o.check_only) {
     throw UsageError("no command given: hvrun [options] command [args...]");
   }

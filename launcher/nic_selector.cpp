@@ -299,7 +299,8 @@ std::vector<ProbeTarget> probe_targets(const std::vector<HostInventory>& hosts, 
       if (&o != &h && !filter.selects_any(o.interfaces)) also.push_back(o.host);
     throw UsageError("--network-interface: host " + h.host + " has no NIC matching " + join(quoted, " or ") +
                      " (it has: " + nic_list(h.interfaces) + ")" +
-                     (also.empty() ? "" : "; " + join(also) + (also.size() == 1 ? " has" : " have") + " none either"));
+                     (also.empty() ? "" : "; " + join(also) + (also.size() == 1 ? " has" : " have") + " none either") +
+                     "; list a NIC of every host (names may differ per host: eth1,enp6s0) or leave the option out");
   }
   std::vector<ProbeTarget> out;
   for (std::size_t i = 0; i < hosts.size(); ++i) {

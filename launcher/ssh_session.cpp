@@ -110,7 +110,9 @@ SshError dial_error(const Core& core, const DialResult& dial, std::chrono::milli
   switch (dial.failure) {
     case DialFailure::kNameResolution:
       return core.error(SshFailure::kNameResolution, "cannot resolve host name '" + core.hostname + "' (port " +
-                                                         port + "): " + dial.detail);
+                                                         port + "): " + dial.detail +
+                                                         " (check the name, /etc/hosts or DNS, or give a HostName "
+                                                         "for it in ~/.ssh/config)");
     case DialFailure::kRefused:
       return core.error(SshFailure::kConnectionRefused,
                         "connection refused by " + dial.address + " port " + port +

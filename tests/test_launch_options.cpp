@@ -188,6 +188,16 @@ TEST_CASE("--check-only needs no command", "[cli]") {
   CHECK(o.command.empty());
 }
 
+TEST_CASE("options that contradict each other are refused, whatever their order", "[cli]") {
+  const std::string both = "--check-only and --dry-run exclude each other";
+  CHECK_THAT(usage_error({"--check-only", "--dry-run", "-H", "a"}), Catch::StartsWith(both));
+  CHECK_THAT(usage_error({"--dry-run", "--check-only", "cmd"}), Catch::StartsWith(both));
+  CHECK(usage_error({"--json", "cmd"}) == "--json only applies to --check-only; add --check-only or drop --json");
+  CHECK(usage_error({"--dry-run", "--json", "cmd"}) ==
+        "--json only applies to --check-only; add --check-only or drop --json");
+  CHECK(options({"--check-only", "--json", "-H", "a"}).json);
+}
+
 TEST_CASE("no command is a usage error", "[cli]") {
   const std::string expected = "no command given: hvrun [options] command [args...]";
   CHECK(usage_error({}) == expected);

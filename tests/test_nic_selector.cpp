@@ -261,13 +261,16 @@ TEST_CASE("--network-interface: narrows candidates, orders them, and names missi
   SECTION("a requested NIC missing on a host is a usage error naming the host and its NICs") {
     CHECK(usage_error(hosts, NicFilter::parse({"eth1,enp6s0,enp5s0"})) ==
           "--network-interface: host d has no NIC matching 'eth1' or 'enp6s0' or 'enp5s0' "
-          "(it has: lo, ib0, docker0, wlp5s0, eth9)");
+          "(it has: lo, ib0, docker0, wlp5s0, eth9)"
+          "; list a NIC of every host (names may differ per host: eth1,enp6s0) or leave the option out");
     CHECK(usage_error(hosts, NicFilter::parse({"=enp6s0"})) ==
           "--network-interface: host a has no NIC matching '=enp6s0' (it has: lo, eth1, docker0, wlp5s0, eth9); "
-          "c, d have none either");
+          "c, d have none either"
+          "; list a NIC of every host (names may differ per host: eth1,enp6s0) or leave the option out");
     CHECK(usage_error(hosts, NicFilter::parse({"10.99.0.0/16"})) ==
           "--network-interface: host a has no NIC matching '10.99.0.0/16' (it has: lo, eth1, docker0, wlp5s0, eth9); "
-          "b, c, d have none either");
+          "b, c, d have none either"
+          "; list a NIC of every host (names may differ per host: eth1,enp6s0) or leave the option out");
     // Exclusions never ask for a NIC, and a prefix matching something is enough.
     CHECK_NOTHROW(hvrun::probe_targets(hosts, NicFilter::parse({"^enp9s0"}), false));
     CHECK_NOTHROW(hvrun::probe_targets(hosts, NicFilter::parse({"e,ib"}), false));

@@ -1,0 +1,267 @@
+// The bad-input catalogue: the real hvrun binary, end to end, over a table of things users get wrong
+// (malformed flags and host lists, hostfile errors, hosts that cannot be reached or refuse us, NICs and
+// commands that do not exist, options that contradict each other). Every case must end within its
+// deadline with its exit code, say what is wrong in one line that names the bad value and the flag or
+// the fix, show no crash text, and leave nothing running (a marker in every process's environment).
+// Cases that need other hosts run on one network-namespace lab (root); the rest need only this host.
+#include <catch2/catch.hpp>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include "tests/sshd_fixture.hpp"
+#include "tests/support/child_process.hpp"
+#include "tests/support/lab.hpp"
+
+using namespace hvrun::test;
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+using hvrun::testing::TempDir;
+using hvrun::testing::write_text;
+
+namespace {
+
+struct BadInput {
+  std::string name;
+  std::vector<std::string> args;  // hvrun's arguments (the marker's -x is put in front)
+  int exit_code;                  // 2: usage; 1: could not start; 127: cannot execute (README's table)
+  std::chrono::milliseconds deadline;
+  std::vector<std::string> says;  // all on one line of stderr: the bad value, and the flag or the fix
+  int failing_hosts = 0;          // > 0: "cannot start the job on N of M hosts:", then one line per host
+  // Lab only: contents of the run's ~/.ssh/known_hosts, and whether hvrun runs in a directory that
+  // exists on its own host only (a tmpfs mounted in a private mount namespace).
+  std::string known_hosts = {};
+  bool cwd_only_here = false;
+};
+
+// What hvrun must never show a user: crash and sanitizer text, C++ and libssh internals, stack traces.
+const std::vector<std::string> kNoise{"terminate called", "what()",  "Segmentation", "Aborted",   "core dumped",
+                                      "std::",            "libssh",  "Assertion",    "Sanitizer", "runtime error:",
+                                      "backtrace",        "#0 0x",   "stack trace"};
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// Exit code, deadline, the message's shape and words, no noise, and no process with the marker left.
+void check_outcome(const BadInput& c, const ChildResult& r, const std::string& marker) {
+  INFO("stderr:\n" << r.err << "stdout:\n" << r.out);
+  CHECK(r.exit_code == c.exit_code);
+  CHECK(r.elapsed < c.deadline);
+  for (const auto& noise : kNoise) CHECK_THAT(r.err, !Catch::Contains(noise));
+  CHECK(r.out.empty());
+
+  const auto lines = lines_of(r.err);
+  CHECK(!r.err.empty());
+  CHECK(r.err.back() == '\n');
+  if (c.failing_hosts == 0) {
+    CHECK(lines.size() == 1);
+  } else {
+    CHECK(lines.size() == 1 + static_cast<std::size_t>(c.failing_hosts));
+    CHECK_THAT(lines.at(0), Catch::Matches("hvrun: cannot start the job on " + std::to_string(c.failing_hosts) +
+                                           " of [0-9]+ hosts:"));
+    for (std::size_t i = 1; i < lines.size(); ++i) CHECK_THAT(lines[i], Catch::Matches("    [^ ].*"));
+  }
+  CHECK_THAT(lines.at(0), Catch::StartsWith(c.exit_code == 2 ? "hvrun: error: " : "hvrun: "));
+  const bool one_line_says_all = std::any_of(lines.begin(), lines.end(), [&](const std::string& line) {
+    return std::all_of(c.says.begin(), c.says.end(),
+                       [&](const std::string& s) { return line.find(s) != std::string::npos; });
+  });
+  CAPTURE(c.says);
+  CHECK(one_line_says_all);
+  CHECK(wait_until_gone(marker, 3s).empty());
+}
+
+// Processes in lab host i's network namespace other than its sshd (listener and session processes):
+// agents or ranks that outlived the run. Polled, since a closed session takes a moment to go.
+std::vector<std::string> strays_on(const Lab& lab, int i) {
+  const auto deadline = std::chrono::steady_clock::now() + 3s;
+  for (;;) {
+    std::vector<std::string> strays;
+    std::istringstream pids(run({"/usr/bin/env", "ip", "netns", "pids", lab.host(i)}, 10s).out);
+    for (std::string pid; pids >> pid;) {
+      std::string comm = hvrun::testing::read_text("/proc/" + pid + "/comm");
+      if (!comm.empty() && comm.back() == '\n') comm.pop_back();
+      if (!comm.empty() && comm != "sshd") strays.push_back(pid + " " + comm);
+    }
+    if (strays.empty() || std::chrono::steady_clock::now() >= deadline) return strays;
+    std::this_thread::sleep_for(50ms);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("bad-input catalogue on this host", "[integration][bad-input]") {
+  TempDir dir;
+  const fs::path home = dir.path() / "home";
+  fs::create_directories(home / ".ssh");
+  const std::string bad_line = (dir.path() / "hosts.bad").string();
+  write_text(bad_line, "a slots=2\n# a comment\nb slots=x\n");
+  const std::string bad_key = (dir.path() / "hosts.key").string();
+  write_text(bad_key, "a slots=2 max_slots=4\n");
+  const std::string empty = (dir.path() / "hosts.empty").string();
+  write_text(empty, "# nothing here\n\n");
+  const std::string missing = (dir.path() / "no-such-hostfile").string();
+  const std::string no_key = (dir.path() / "no-such-key").string();
+
+  const auto usage = 5s;
+  const std::vector<BadInput> cases{
+      // Host lists.
+      {"-H item with ':' but no slots", {"-H", "a:", "true"}, 2, usage,
+       {"-H", "'a:'", "slots must be a positive integer"}},
+      {"-H item without a host name", {"-H", ":4", "true"}, 2, usage, {"-H", "':4'", "missing host name"}},
+      {"-H zero slots", {"-H", "a:0", "true"}, 2, usage, {"-H", "'a:0'", "slots must be a positive integer"}},
+      {"-H slots not a number", {"-H", "a:x", "true"}, 2, usage, {"-H", "'a:x'", "slots must be a positive integer"}},
+      {"-H two colons", {"-H", "a:4:5", "true"}, 2, usage, {"-H", "'a:4:5'", "[fe80::1]:2"}},
+      {"-H empty", {"-H", "", "true"}, 2, usage, {"-H", "empty host list", "host[:slots]"}},
+      {"-H empty item", {"-H", "a,,b", "true"}, 2, usage, {"-H", "'a,,b'", "empty item"}},
+      {"-H unclosed IPv6 bracket", {"-H", "[fe80::1", "true"}, 2, usage, {"-H", "'[fe80::1'", "missing ']'"}},
+      // Numbers.
+      {"-p 0", {"-p", "0", "-H", "a", "true"}, 2, usage, {"-p/--ssh-port", "'0'", "1-65535"}},
+      {"-p 70000", {"-p", "70000", "-H", "a", "true"}, 2, usage, {"-p/--ssh-port", "'70000'", "1-65535"}},
+      {"--start-timeout not a number", {"--start-timeout", "abc", "true"}, 2, usage,
+       {"--start-timeout", "'abc'", "number of seconds > 0"}},
+      {"--start-timeout negative", {"--start-timeout", "-1", "true"}, 2, usage,
+       {"--start-timeout", "'-1'", "number of seconds > 0"}},
+      {"--ssh-connect-timeout 0", {"--ssh-connect-timeout", "0", "true"}, 2, usage,
+       {"--ssh-connect-timeout", "'0'", "> 0"}},
+      {"--kill-grace not a number", {"--kill-grace", "soon", "true"}, 2, usage, {"--kill-grace", "'soon'", ">= 0"}},
+      {"-np 0", {"-np", "0", "true"}, 2, usage, {"-np/--num-proc", "'0'", "positive integer"}},
+      {"-np without a value", {"-np"}, 2, usage, {"-np/--num-proc", "needs a value"}},
+      // Other flags.
+      {"unknown option", {"--bogus", "true"}, 2, usage, {"'--bogus'", "hvrun --help"}},
+      {"-x with a bad variable name", {"-x", "1A=2", "true"}, 2, usage, {"-x/--env", "'1A=2'", "not a variable name"}},
+      {"--log-level unknown", {"--log-level", "loud", "true"}, 2, usage, {"--log-level", "loud", "trace"}},
+      {"no command", {"-np", "2"}, 2, usage, {"no command given", "hvrun [options] command"}},
+      {"-i names no file", {"-i", no_key, "-H", "a", "true"}, 2, usage,
+       {"-i/--ssh-identity-file", "'" + no_key + "'", "No such file", "path of a private key"}},
+      {"--network-interface bad subnet", {"--network-interface", "10.0.0.0/33", "true"}, 2, usage,
+       {"--network-interface", "'10.0.0.0/33'", "0..32"}},
+      // Hostfiles.
+      {"--hostfile missing", {"--hostfile", missing, "true"}, 2, usage,
+       {"--hostfile", "'" + missing + "'", "No such file"}},
+      {"--hostfile bad slots, with its line number", {"--hostfile", bad_line, "true"}, 2, usage,
+       {bad_line + ":3", "'b slots=x'", "slots must be a positive integer"}},
+      {"--hostfile unknown key", {"--hostfile", bad_key, "true"}, 2, usage,
+       {bad_key + ":1", "'max_slots'", "only slots=N"}},
+      {"--hostfile without hosts", {"--hostfile", empty, "true"}, 2, usage, {empty, "no hosts", "host slots=N"}},
+      // Conflicts.
+      {"-H with --hostfile", {"-H", "a", "--hostfile", bad_line, "true"}, 2, usage,
+       {"-H/--hosts and --hostfile exclude each other"}},
+      {"--check-only with --dry-run", {"--check-only", "--dry-run", "-H", "localhost"}, 2, usage,
+       {"--check-only and --dry-run exclude each other", "give one of them"}},
+      {"--json without --check-only", {"--json", "true"}, 2, usage, {"--json", "add --check-only"}},
+      {"-np beyond the slots under --no-oversubscribe", {"--no-oversubscribe", "-np", "3", "-H", "localhost:2", "true"},
+       2, usage, {"-np 3", "2 slots", "--no-oversubscribe"}},
+      // Past parsing: the job starts on this host and is refused or fails.
+      {"--network-interface naming no NIC of the host", {"--network-interface", "nosuchnic0", "true"}, 2, 15s,
+       {"--network-interface", "'nosuchnic0'", "it has: lo", "list a NIC of every host"}},
+      {"command not found", {"-np", "1", "hvrun-no-such-command-xyz"}, 127, 15s,
+       {"rank 0 on localhost", "'hvrun-no-such-command-xyz'", "No such file", "PATH"}},
+      {"command is a directory", {"-np", "1", dir.path().string()}, 127, 15s,
+       {"rank 0 on localhost", "'" + dir.path().string() + "'", "Permission denied", "chmod +x"}},
+      {"host name that does not resolve", {"-H", "no-such-host.invalid", "true"}, 1, 15s,
+       {"no-such-host.invalid: cannot resolve host name 'no-such-host.invalid'", "~/.ssh/config"}, 1},
+  };
+  REQUIRE(cases.size() >= 25);
+
+  const auto started = std::chrono::steady_clock::now();
+  for (const BadInput& c : cases) {
+    INFO("case: " << c.name);
+    const std::string marker = unique_marker();
+    std::vector<std::string> argv{hvrun_bin(), "-x", marker};
+    argv.insert(argv.end(), c.args.begin(), c.args.end());
+    // The marker is in hvrun's own environment too, so its local agents and ranks carry it.
+    const auto r = run(argv, c.deadline + 10s, {marker, "HOME=" + home.string()});
+    check_outcome(c, r, marker);
+  }
+  WARN("bad-input catalogue on this host: " << cases.size() << " cases in "
+       << std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started).count()
+       << " ms");
+}
+
+TEST_CASE("bad-input catalogue across lab hosts", "[lab][bad-input]") {
+  if (auto why = Lab::unavailable_reason()) {
+    WARN(*why);
+    return;
+  }
+  // A prefix of its own: other lab tests (prefix hvtest) may run at the same time.
+  Lab lab(2, "hvbad");
+  const std::string h1 = lab.host(1), port = lab.var("LAB_PORT"), key = lab.var("LAB_KEY");
+  const std::string closed_port = std::to_string(std::stoi(port) + 1);
+  const std::string dropping = lab.list("LAB_DROP_ADDRS").at(1);  // h1's eth9: every packet dropped
+  const std::string h0_nic = lab.list("LAB_FABRIC_IFACES").at(0), h1_nic = lab.list("LAB_FABRIC_IFACES").at(1);
+  REQUIRE(h0_nic != h1_nic);
+
+  TempDir dir;
+  const fs::path stranger = dir.path() / "stranger";
+  hvrun::testing::make_key(stranger);  // a key h1 does not authorize; its public half also poses as a wrong host key
+  std::string stranger_pub = hvrun::testing::read_text(stranger.string() + ".pub");
+  stranger_pub = stranger_pub.substr(0, stranger_pub.rfind(' '));  // "ssh-ed25519 AAAA..."
+  const std::vector<std::string> ssh{"-p", port, "-i", key};
+  auto with = [](std::vector<std::string> a, const std::vector<std::string>& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+  };
+
+  const std::vector<BadInput> cases{
+      {"closed port: nothing listening", {"-p", closed_port, "-i", key, "-H", h1, "true"}, 1, 10s,
+       {h1 + ": connection refused", "port " + closed_port, "check -p"}, 1},
+      {"address that drops packets", with(ssh, {"--ssh-connect-timeout", "1", "-H", dropping, "true"}), 1, 6s,
+       {dropping + ": no answer from " + dropping + " port " + port + " within 1 s", "--ssh-connect-timeout"}, 1},
+      {"key the host does not authorize", {"-p", port, "-i", stranger.string(), "-H", h1, "true"}, 1, 10s,
+       {h1 + ": permission denied (publickey)", "ssh-copy-id -p " + port + " " + h1}, 1},
+      {"changed host key", with(ssh, {"-H", h1, "true"}), 1, 10s,
+       {h1 + ": host key changed", "ssh-keygen -R '[" + h1 + "]:" + port + "'"}, 1,
+       "[" + h1 + "]:" + port + " " + stranger_pub + "\n"},
+      {"unknown host key under --ssh-strict-host-key-checking",
+       with(ssh, {"--ssh-strict-host-key-checking", "-H", h1, "true"}), 1, 10s,
+       {h1 + ": host key unknown", "strict host key checking", "ssh-keyscan -p " + port}, 1},
+      {"host name that does not resolve, beside a good host", with(ssh, {"-H", h1 + ",no-such-host.invalid", "true"}),
+       1, 15s, {"no-such-host.invalid: cannot resolve host name", "~/.ssh/config"}, 1},
+      {"--agent-path that does not exist there",
+       with(ssh, {"--agent-path", "/nonexistent/hvrun-agent", "-H", h1, "true"}), 1, 15s,
+       {h1 + ": hvrun-agent ended before it said hello", "check --agent-path /nonexistent/hvrun-agent"}, 1},
+      {"--network-interface naming a NIC one host lacks",
+       with(ssh, {"-H", "localhost," + h1, "--network-interface", h0_nic, "true"}), 2, 15s,
+       {"--network-interface", "host " + h1 + " has no NIC matching '" + h0_nic + "'", "it has: lo, " + h1_nic,
+        "list a NIC of every host"}},
+      {"command not found on a remote host", with(ssh, {"-H", h1, "hvrun-no-such-command-xyz"}), 127, 15s,
+       {"rank 0 on " + h1, "'hvrun-no-such-command-xyz'", "No such file", "PATH"}},
+      {"working directory missing on a remote host", with(ssh, {"-H", "localhost," + h1, "sleep", "30"}), 1, 15s,
+       {h1 + ": working directory '", "' does not exist on " + h1, "create it there"}, 0, "", true},
+  };
+
+  const fs::path cwd_mount = dir.path() / "cwd";  // exists everywhere; its tmpfs, only inside hvrun's namespace
+  fs::create_directories(cwd_mount);
+  const auto started = std::chrono::steady_clock::now();
+  for (const BadInput& c : cases) {
+    INFO("case: " << c.name);  // one lab for every case: sections would bring it up once per case
+    const std::string marker = unique_marker();
+    TempDir home;  // fresh per case: known_hosts from one case must not change the next
+    fs::create_directories(home.path() / ".ssh");
+    if (!c.known_hosts.empty()) write_text(home.path() / ".ssh" / "known_hosts", c.known_hosts);
+    std::vector<std::string> cmd{"/usr/bin/env", "HOME=" + home.path().string(), marker, hvrun_bin(), "-x", marker};
+    cmd.insert(cmd.end(), c.args.begin(), c.args.end());
+    if (c.cwd_only_here) {
+      cmd.insert(cmd.begin(), {"unshare", "-m", "--propagation", "private", "sh", "-c",
+                               "mount -t tmpfs hvbad-cwd \"$1\" && mkdir \"$1/job\" && cd \"$1/job\" && shift && "
+                               "exec \"$@\"",
+                               "sh", cwd_mount.string()});
+    }
+    const auto r = run(lab.on_host(0, cmd), c.deadline + 10s);
+    check_outcome(c, r, marker);
+    CHECK(strays_on(lab, 0).empty());
+    CHECK(strays_on(lab, 1).empty());
+  }
+  WARN("bad-input catalogue on the lab: " << cases.size() << " cases in "
+       << std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started).count()
+       << " ms");
+}
