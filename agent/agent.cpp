@@ -62,6 +62,7 @@ int pick_free_port() {
 }
 
 constexpr std::size_t kReadChunk = 64 * 1024;
+constexpr int kDrainChunks = 16;  // what a dead rank's pipe may still hold, read before its exit is sent
 
 }  // namespace
 
@@ -97,7 +98,8 @@ struct Agent::Impl {
   std::unique_ptr<StoreServer> store;  // lives as long as the job: the agent exits with it
   std::vector<std::unique_ptr<Rank>> ranks;
   std::map<pid_t, Rank*> by_pid;
-  std::vector<std::function<void()>> paused;  // readers waiting for the channel to drain
+  std::vector<std::function<void()>> paused;  // readers waiting for the channel to drain or for acks
+  std::size_t unacked = 0;  // output payload sent and not yet acknowledged (OutputAckMsg)
   bool launched = false;
   bool finished = false;
   int exit_code = 1;
@@ -153,6 +155,18 @@ struct Agent::Impl {
   }
 
   void handle(const HeartbeatMsg&) {}
+
+  void handle(const OutputAckMsg& m) {
+    if (m.bytes <= 0 || static_cast<std::size_t>(m.bytes) > unacked)
+      throw ProtocolError("launcher: acknowledged " + std::to_string(m.bytes) + " bytes of output, " +
+                          std::to_string(unacked) + " were outstanding");
+    unacked -= static_cast<std::size_t>(m.bytes);
+    resume_readers();
+  }
+
+  // The launcher has not yet taken a window of our output, or the channel to it is full: the ranks
+  // wait on their pipes rather than our memory growing.
+  bool output_blocked() const { return channel.congested() || unacked >= kOutputWindow; }
 
   void handle(const ProbeRequestMsg& m) {
     if (!secret) throw ProtocolError("launcher: probe request before the job message");
@@ -285,8 +299,8 @@ struct Agent::Impl {
     if (d == nullptr) return;
     d->async_wait(Descriptor::wait_read, [this, &r, s](auto ec) {
       if (ec) return;
-      if (channel.congested()) {
-        // Back-pressure: the rank blocks on its full pipe until the launcher has read our backlog.
+      if (output_blocked()) {
+        // Back-pressure: the rank blocks on its full pipe until the launcher has taken our backlog.
         paused.push_back([this, &r, s] { read_once(r, s, true); });
         return;
       }
@@ -295,6 +309,7 @@ struct Agent::Impl {
   }
 
   void resume_readers() {
+    if (output_blocked()) return;
     auto waiting = std::exchange(paused, {});
     for (auto& resume : waiting) resume();
   }
@@ -307,6 +322,7 @@ struct Agent::Impl {
     const ssize_t n = retry_eintr([&] { return ::read(d->native_handle(), buf, sizeof buf); });
     if (n > 0) {
       channel.send(FrameType::kOutput, encode_output(r.rank, s, std::string_view(buf, static_cast<size_t>(n))));
+      unacked += static_cast<std::size_t>(n);
       if (rearm) arm(r, s);
       return true;
     }
@@ -337,9 +353,11 @@ struct Agent::Impl {
       r.reaped = true;
       // What the rank wrote before it died sits in the pipes: send it before the exit, so the
       // launcher shows a failing rank's last lines. A pending wait then finds nothing and re-arms.
-      while (read_once(r, OutputStream::kStdout, false)) {
+      // At most a few pipefuls, past the window: a child that outlives the rank and keeps writing
+      // must not hold this loop (its output goes on through the armed readers, under flow control).
+      for (int i = 0; i < kDrainChunks && read_once(r, OutputStream::kStdout, false); ++i) {
       }
-      while (read_once(r, OutputStream::kStderr, false)) {
+      for (int i = 0; i < kDrainChunks && read_once(r, OutputStream::kStderr, false); ++i) {
       }
       ExitedMsg m{r.rank, 0, 0, {}};
       if (WIFEXITED(status)) m.exit_code = WEXITSTATUS(status);

@@ -19,6 +19,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(StartedMsg, rank, pid)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ExitedMsg, rank, exit_code, signal, error)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(FatalMsg, error)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TerminateMsg, grace_ms)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(OutputAckMsg, bytes)
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(JobMsg, secret, heartbeat_ms, host_index, hostnames, serve_store)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ReadyMsg, store_port)
@@ -52,6 +53,7 @@ HVRUN_MESSAGE_NAME(ExitedMsg, "exited")
 HVRUN_MESSAGE_NAME(FatalMsg, "fatal")
 HVRUN_MESSAGE_NAME(TerminateMsg, "terminate")
 HVRUN_MESSAGE_NAME(ShutdownMsg, "shutdown")
+HVRUN_MESSAGE_NAME(OutputAckMsg, "output_ack")
 #undef HVRUN_MESSAGE_NAME
 
 // A JSON value that is not a number, or a number an int holds exactly.

@@ -1,6 +1,7 @@
 #pragma once
 // The control messages between launcher and agent. Each is one JSON object with a "type" field, sent
 // in a control frame; rank output travels separately in output frames (see encode_output).
+#include <cstddef>
 #include <map>
 #include <string>
 #include <string_view>
@@ -112,8 +113,17 @@ struct TerminateMsg {
 // launcher → agent: the job is over; kill what is left of the ranks' groups and exit.
 struct ShutdownMsg {};
 
+// launcher → agent: `bytes` more of the agent's output payload has been taken in. An agent keeps at
+// most kOutputWindow bytes of output unacknowledged, then stops reading its ranks' pipes until acks
+// come (the ranks block on their writes): the launcher's memory stays bounded however fast ranks
+// print and however slowly hvrun's stdout is read, and heartbeats keep flowing meanwhile.
+struct OutputAckMsg {
+  int bytes = 0;
+};
+inline constexpr std::size_t kOutputWindow = 1u << 20;
+
 using ControlMessage =
-    std::variant<JobMsg, ReadyMsg, HeartbeatMsg, HelloMsg, ProbeRequestMsg, ProbeResultMsg, LaunchMsg, StartedMsg, ExitedMsg, FatalMsg, TerminateMsg, ShutdownMsg>;
+    std::variant<JobMsg, ReadyMsg, HeartbeatMsg, HelloMsg, ProbeRequestMsg, ProbeResultMsg, LaunchMsg, StartedMsg, ExitedMsg, FatalMsg, TerminateMsg, ShutdownMsg, OutputAckMsg>;
 
 std::string encode_control(const ControlMessage& msg);
 // Throws ProtocolError naming `peer` for malformed JSON, an unknown type or missing/mistyped fields

@@ -3,6 +3,7 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <iostream>
 
@@ -13,7 +14,11 @@
 namespace {
 int run(int argc, char** argv) {
   // hvrun's own messages go to stderr: stdout carries the ranks' output (and, for the agent, the protocol).
-  spdlog::set_default_logger(spdlog::stderr_logger_st("hvrun"));
+  // Thread-safe: the output writer's thread reports a broken stream too.
+  spdlog::set_default_logger(spdlog::stderr_logger_mt("hvrun"));
+  // A reader of hvrun's stdout that goes away (`hvrun ... | head`) or an SSH socket closed under us
+  // must be an error to handle (EPIPE), not a signal that kills hvrun before it stops the ranks.
+  ::signal(SIGPIPE, SIG_IGN);
   spdlog::set_pattern("%v");
   spdlog::set_level(spdlog::level::warn);
   try {

@@ -12,6 +12,7 @@
 #include <set>
 
 #include "agent/error.hpp"
+#include "launcher/name_lookup.hpp"
 
 namespace hvrun {
 
@@ -48,70 +49,23 @@ std::vector<bool> find_local_hosts(const std::vector<std::string>& names, std::c
   char self[256] = {};
   if (::gethostname(self, sizeof self - 1) != 0) throw_errno("gethostname");
 
-  // Requests for the names that need resolving; gaicb structures must stay put until they finish.
-  std::vector<std::size_t> pending;
+  // All names resolve at once, each waited for until the one deadline; one still resolving then is
+  // left to the resolver (NameLookup).
+  std::vector<std::pair<std::size_t, NameLookup>> lookups;
   for (std::size_t i = 0; i < names.size(); ++i) {
     if (is_loopback_name(names[i]) || names[i] == self)
       local[i] = true;
     else
-      pending.push_back(i);
+      lookups.emplace_back(i, NameLookup(names[i], ""));
   }
-  if (pending.empty()) return local;
-
-  // The requests live on the heap: a name still resolving at the deadline belongs to glibc's
-  // resolver thread, which may write into its request later, so that request is left to it.
-  struct Requests {
-    addrinfo hints{};
-    std::vector<std::string> names;
-    std::vector<gaicb> gai;
-  };
-  auto* reqs = new Requests;
-  reqs->hints.ai_family = AF_UNSPEC;
-  reqs->hints.ai_socktype = SOCK_STREAM;
-  for (std::size_t i : pending) reqs->names.push_back(names[i]);
-  reqs->gai.resize(pending.size());
-  std::vector<gaicb*> list(pending.size());
-  for (std::size_t k = 0; k < pending.size(); ++k) {
-    reqs->gai[k] = gaicb{};
-    reqs->gai[k].ar_name = reqs->names[k].c_str();
-    reqs->gai[k].ar_request = &reqs->hints;
-    list[k] = &reqs->gai[k];
-  }
-  auto& requests = reqs->gai;
-  if (int rc = ::getaddrinfo_a(GAI_NOWAIT, list.data(), static_cast<int>(list.size()), nullptr); rc != 0) {
-    delete reqs;
-    throw Error(std::string("getaddrinfo_a failed (resolving the host list): ") + ::gai_strerror(rc));
-  }
-
+  if (lookups.empty()) return local;
   const auto own = own_addresses();
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  std::size_t done = 0;
-  std::vector<bool> finished(pending.size(), false);
-  while (done < pending.size()) {
-    for (std::size_t k = 0; k < pending.size(); ++k) {
-      if (finished[k] || ::gai_error(&requests[k]) == EAI_INPROGRESS) continue;
-      finished[k] = true;
-      ++done;
-      if (::gai_error(&requests[k]) != 0) continue;
-      for (addrinfo* ai = requests[k].ar_result; ai != nullptr; ai = ai->ai_next)
-        if (own.count(address_text(ai->ai_addr)) != 0) local[pending[k]] = true;
-      ::freeaddrinfo(requests[k].ar_result);
-      requests[k].ar_result = nullptr;
-    }
-    if (done == pending.size()) break;
-    const auto left = deadline - std::chrono::steady_clock::now();
-    if (left <= std::chrono::steady_clock::duration::zero()) break;
-    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
-    timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
-    std::vector<const gaicb*> waiting;
-    for (std::size_t k = 0; k < pending.size(); ++k)
-      if (!finished[k]) waiting.push_back(&requests[k]);
-    ::gai_suspend(waiting.data(), static_cast<int>(waiting.size()), &ts);
+  for (auto& [i, lookup] : lookups) {
+    const NameLookup::Result r = lookup.wait(deadline);
+    for (const addrinfo* ai = r.addresses.get(); ai != nullptr; ai = ai->ai_next)
+      if (own.count(address_text(ai->ai_addr)) != 0) local[i] = true;
   }
-  bool all_finished = done == pending.size();
-  for (std::size_t k = 0; k < pending.size(); ++k)
-    if (!finished[k] && ::gai_cancel(&requests[k]) == EAI_NOTCANCELED) all_finished = false;
-  if (all_finished) delete reqs;  // else deliberately left to the resolver thread (a few hundred bytes)
   return local;
 }
 

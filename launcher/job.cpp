@@ -52,6 +52,8 @@ constexpr milliseconds kResolveTimeout{5000};
 // After SIGKILL, how long agents get to report their ranks' exits before hvrun stops waiting.
 constexpr milliseconds kAfterKillSlack{1000};
 constexpr milliseconds kShutdownTimeout{2000};
+// How long a rank failure report waits for the rank output before it to be written.
+constexpr milliseconds kReportDrainTimeout{500};
 constexpr milliseconds kProbeSlack{2000};
 
 std::map<std::string, std::string> launcher_environment() {
@@ -111,6 +113,7 @@ struct Job::Impl {
     std::optional<ReadyMsg> ready;  // the agent has the job's secret and answers probes
     std::unique_ptr<asio::steady_timer> watchdog;
     bool closed = false;
+    std::size_t to_ack = 0;  // output payload taken in and not yet acknowledged to the agent
   };
   struct RankState {
     std::size_t host = 0;  // into hosts
@@ -171,6 +174,7 @@ struct Job::Impl {
   bool failure_reported = false;
   int exited_count = 0;
   int interrupts = 0;
+  bool congestion_noticed = false;
 
   int run() {
     if (plan.oversubscribed())
@@ -180,11 +184,13 @@ struct Job::Impl {
     if (options.dry_run) return dry_run();
     filter = NicFilter::parse(options.network_interfaces);
     output = std::make_unique<OutputMux>(
-        plan.size(), OutputOptions{options.output_filename, options.prefix_timestamp, 1, 2, 10});
+        plan.size(), OutputOptions{options.output_filename, options.prefix_timestamp, 1, 2, 10},
+        [this] { asio::post(io, [this] { acknowledge_all(); }); });
     start_agents();
     signals.async_wait([this](auto ec, int sig) { on_signal(ec, sig); });
     arm_deadline(options.start_timeout, [this] { on_start_timeout(); });
     io.run();
+    signals.cancel();
     for (auto& h : hosts)
       if (h.local) h.local->reap(kShutdownTimeout);
     log_timings();
@@ -599,6 +605,8 @@ struct Job::Impl {
         check_rank_of(i, c.rank);
         if (t_first_output == Clock::time_point{}) t_first_output = Clock::now();
         output->write(c.rank, c.stream, c.bytes);
+        h.to_ack += c.bytes.size();
+        acknowledge(h);
         return;
       }
       std::visit([&](auto&& m) { handle(i, std::move(m)); }, decode_control(f.payload, h.channel->peer()));
@@ -606,6 +614,30 @@ struct Job::Impl {
       h.channel->close();
       on_agent_closed(i, e.what());
     }
+  }
+
+  // Output flow control (OutputAckMsg): acknowledge in quarter windows while hvrun's stdout keeps up;
+  // while it does not, hold the acknowledgements back, so agents stop reading their ranks' pipes.
+  void acknowledge(Host& h) {
+    if (output->congested()) {
+      if (!congestion_noticed) {
+        congestion_noticed = true;
+        spdlog::warn("hvrun: ranks print faster than hvrun's output is read; they now wait on their writes "
+                     "(back-pressure): nothing is dropped");
+      }
+      return;
+    }
+    if (h.to_ack >= kOutputWindow / 4) send_ack(h);
+  }
+
+  void acknowledge_all() {
+    for (Host& h : hosts)
+      if (h.to_ack > 0) send_ack(h);
+  }
+
+  void send_ack(Host& h) {
+    if (live(h)) h.channel->send(FrameType::kControl, encode_control(OutputAckMsg{static_cast<int>(h.to_ack)}));
+    h.to_ack = 0;
   }
 
   void check_rank_of(std::size_t i, int rank) const {
@@ -661,6 +693,8 @@ struct Job::Impl {
   void report_rank_failure(std::size_t i, const ExitedMsg& m) {
     failure_reported = true;
     exit_code = !m.error.empty() ? kExitCannotExecute : m.exit_code;
+    // The rank's own output comes first; a reader that does not take it soon does not hold the report.
+    output->drain(kReportDrainTimeout);
     std::string text = "hvrun: rank " + std::to_string(m.rank) + " on " + hosts[i].name + ": " + describe_exit(m);
     const auto& tail = output->last_stderr(m.rank);
     if (!tail.empty() && m.error.empty()) {
@@ -717,6 +751,12 @@ struct Job::Impl {
 
   void on_signal(const boost::system::error_code& ec, int sig) {
     if (ec) return;
+    if (phase == Phase::kDone) {
+      spdlog::warn("hvrun: received {} while rank output was still being written; the rest is dropped",
+                   signal_name(sig));
+      io.stop();
+      return;
+    }
     ++interrupts;
     if (!failure_reported) {
       failure_reported = true;
@@ -776,8 +816,9 @@ struct Job::Impl {
     }
     heartbeat_timer.cancel();
     deadline.cancel();
-    signals.cancel();
-    io.stop();
+    // Everything the ranks printed is written before hvrun exits, however slowly stdout is read; a
+    // signal meanwhile (on_signal) gives up on it.
+    output->notify_when_empty([this] { asio::post(io, [this] { io.stop(); }); });
   }
 
   template <typename F>

@@ -62,7 +62,8 @@ bool write_fully(int fd, std::string_view bytes) {
   return true;
 }
 
-OutputMux::OutputMux(int size, OutputOptions options) : options_(std::move(options)), ranks_(size) {
+OutputMux::OutputMux(int size, OutputOptions options, std::function<void()> on_relieved)
+    : options_(std::move(options)), ranks_(size), writer_(std::move(on_relieved)) {
   if (options_.directory.empty()) return;
   make_dir(options_.directory);
   for (int r = 0; r < size; ++r) {
@@ -76,7 +77,7 @@ OutputMux::OutputMux(int size, OutputOptions options) : options_(std::move(optio
 void OutputMux::write(int rank, OutputStream stream, std::string_view bytes) {
   RankOutput& r = ranks_.at(rank);
   const bool is_out = stream == OutputStream::kStdout;
-  if (const UniqueFd& file = is_out ? r.out_file : r.err_file; file) write_fully(file.get(), bytes);
+  if (const UniqueFd& file = is_out ? r.out_file : r.err_file; file) writer_.write(file.get(), std::string(bytes));
   (is_out ? r.out : r.err).feed(bytes, [&](std::string_view line) { emit(rank, stream, line); });
 }
 
@@ -93,8 +94,6 @@ void OutputMux::emit(int rank, OutputStream stream, std::string_view line) {
     tail.emplace_back(line.substr(0, kTailLineMax));
     while (tail.size() > options_.keep_stderr_lines) tail.pop_front();
   }
-  bool& broken = is_out ? stdout_broken_ : stderr_broken_;
-  if (broken) return;
   std::string text;
   text.reserve(line.size() + 40);
   if (options_.timestamp) text += iso_timestamp();
@@ -103,7 +102,7 @@ void OutputMux::emit(int rank, OutputStream stream, std::string_view line) {
   text += is_out ? "]<stdout>:" : "]<stderr>:";
   text += line;
   text += '\n';
-  if (!write_fully(is_out ? options_.stdout_fd : options_.stderr_fd, text)) broken = true;
+  writer_.write(is_out ? options_.stdout_fd : options_.stderr_fd, std::move(text));
 }
 
 }  // namespace hvrun

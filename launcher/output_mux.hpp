@@ -2,8 +2,11 @@
 // Where rank output goes: each rank's stdout and stderr are cut into lines (LineSplitter) and written
 // to hvrun's stdout/stderr behind "[RANK]<stdout>:" / "[RANK]<stderr>:", one write per line so lines
 // never interleave; with --output-filename also raw into DIR/rank.N/{stdout,stderr}. The last stderr
-// lines of each rank are kept for the failure report.
+// lines of each rank are kept for the failure report. The writes themselves happen on an
+// OutputWriter's thread: write() and flush() never block on a slow reader.
+#include <chrono>
 #include <deque>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -11,6 +14,7 @@
 #include "agent/control_message.hpp"
 #include "agent/unique_fd.hpp"
 #include "launcher/line_splitter.hpp"
+#include "launcher/output_writer.hpp"
 
 namespace hvrun {
 
@@ -26,12 +30,19 @@ class OutputMux {
  public:
   // Creates DIR/rank.N/ for every rank up front, so a bad directory fails before anything starts
   // (UsageError naming --output-filename and the path).
-  OutputMux(int size, OutputOptions options);
+  // `on_relieved`: see OutputWriter.
+  OutputMux(int size, OutputOptions options, std::function<void()> on_relieved = {});
 
   void write(int rank, OutputStream stream, std::string_view bytes);
   // The rank's streams are over (it exited): print partial lines as lines.
   void flush(int rank);
   const std::deque<std::string>& last_stderr(int rank) const { return ranks_.at(rank).tail; }
+  // Output accepted but not yet written; above the high-water mark the launcher holds back the
+  // acknowledgements that let agents send more.
+  bool congested() const { return writer_.congested(); }
+  std::size_t queued_bytes() const { return writer_.queued_bytes(); }
+  bool drain(std::chrono::milliseconds timeout) { return writer_.drain(timeout); }
+  void notify_when_empty(std::function<void()> done) { writer_.notify_when_empty(std::move(done)); }
 
  private:
   struct RankOutput {
@@ -43,7 +54,7 @@ class OutputMux {
 
   OutputOptions options_;
   std::vector<RankOutput> ranks_;
-  bool stdout_broken_ = false, stderr_broken_ = false;
+  OutputWriter writer_;  // last: its thread stops before the files it writes are closed
 };
 
 // Writes all of `bytes`, retrying EINTR and waiting out EAGAIN; false when the reader went away.

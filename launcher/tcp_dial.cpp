@@ -5,47 +5,19 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
-#include <signal.h>
 #include <sys/socket.h>
 
 #include <cerrno>
-#include <condition_variable>
 #include <cstring>
 #include <memory>
-#include <mutex>
+
+#include "launcher/name_lookup.hpp"
 
 namespace hvrun {
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-struct AddrInfoFree {
-  void operator()(addrinfo* list) const { freeaddrinfo(list); }
-};
-using AddrInfoList = std::unique_ptr<addrinfo, AddrInfoFree>;
-
-// One getaddrinfo_a request. It is shared between the waiter and glibc's completion notification,
-// so a waiter that gives up at its deadline can leave; the last owner frees the request.
-struct Lookup {
-  std::string node, service;
-  addrinfo hints{};
-  gaicb request{};
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;
-  ~Lookup() {
-    if (request.ar_result != nullptr) freeaddrinfo(request.ar_result);
-  }
-};
-
-void lookup_done(sigval value) {
-  std::unique_ptr<std::shared_ptr<Lookup>> owner(static_cast<std::shared_ptr<Lookup>*>(value.sival_ptr));
-  Lookup& lookup = **owner;
-  std::lock_guard lock(lookup.mu);
-  lookup.done = true;
-  lookup.cv.notify_all();
-}
 
 struct Resolution {
   AddrInfoList addresses;
@@ -54,52 +26,9 @@ struct Resolution {
 };
 
 Resolution resolve(const std::string& host, int port, Clock::time_point deadline) {
-  // An address literal needs no resolver (and no resolver thread): the common case with `-H 10.0.0.5`.
-  addrinfo numeric_hints{};
-  numeric_hints.ai_family = AF_UNSPEC;
-  numeric_hints.ai_socktype = SOCK_STREAM;
-  numeric_hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
-  addrinfo* numeric = nullptr;
-  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &numeric_hints, &numeric) == 0) {
-    return {AddrInfoList(numeric), DialFailure::kNone, {}};
-  }
-
-  auto lookup = std::make_shared<Lookup>();
-  lookup->node = host;
-  lookup->service = std::to_string(port);
-  lookup->hints.ai_family = AF_UNSPEC;
-  lookup->hints.ai_socktype = SOCK_STREAM;
-  lookup->hints.ai_flags = AI_NUMERICSERV;  // not AI_ADDRCONFIG: it hides 127.0.0.1 on a host with only lo
-  lookup->request.ar_name = lookup->node.c_str();
-  lookup->request.ar_service = lookup->service.c_str();
-  lookup->request.ar_request = &lookup->hints;
-
-  auto* notify_owner = new std::shared_ptr<Lookup>(lookup);
-  sigevent event{};
-  event.sigev_notify = SIGEV_THREAD;
-  event.sigev_notify_function = lookup_done;
-  event.sigev_value.sival_ptr = notify_owner;
-  gaicb* requests[] = {&lookup->request};
-  int rc = getaddrinfo_a(GAI_NOWAIT, requests, 1, &event);
-  if (rc != 0) {
-    delete notify_owner;  // not queued: no notification will come
-    return {nullptr, DialFailure::kNameResolution, std::string("getaddrinfo_a: ") + gai_strerror(rc)};
-  }
-
-  std::unique_lock lock(lookup->mu);
-  if (!lookup->cv.wait_until(lock, deadline, [&] { return lookup->done; })) {
-    // The request stays queued; its notification frees it whenever the resolver answers.
-    return {nullptr, DialFailure::kNameResolution, "no answer from the resolver in time"};
-  }
-  rc = gai_error(&lookup->request);
-  if (rc != 0) {
-    std::string detail = gai_strerror(rc);
-    if (rc == EAI_SYSTEM) detail += std::string(": ") + std::strerror(errno);
-    return {nullptr, DialFailure::kNameResolution, detail};
-  }
-  AddrInfoList list(std::exchange(lookup->request.ar_result, nullptr));
-  if (!list) return {nullptr, DialFailure::kNameResolution, "no addresses"};
-  return {std::move(list), DialFailure::kNone, {}};
+  NameLookup::Result r = NameLookup(host, std::to_string(port)).wait(deadline);
+  if (!r.addresses) return {nullptr, DialFailure::kNameResolution, std::move(r.error)};
+  return {std::move(r.addresses), DialFailure::kNone, {}};
 }
 
 std::string address_text(const sockaddr* addr) {

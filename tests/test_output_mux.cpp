@@ -11,6 +11,7 @@
 #include "launcher/output_mux.hpp"
 
 using namespace hvrun;
+using namespace std::chrono_literals;
 
 namespace {
 // Captures what the mux writes to "stdout" and "stderr" through pipes.
@@ -48,6 +49,7 @@ TEST_CASE("output lines get rank and stream prefixes and never mix", "[output]")
   mux.write(0, OutputStream::kStdout, "lo\npartial");
   mux.write(1, OutputStream::kStderr, "oops\r\n");
   mux.flush(0);
+  REQUIRE(mux.drain(5s));
   CHECK(Capture::drain(c.out[0]) == "[2]<stdout>:other\n[0]<stdout>:hello\n[0]<stdout>:partial\n");
   CHECK(Capture::drain(c.err[0]) == "[1]<stderr>:oops\n");
 }
@@ -62,6 +64,7 @@ TEST_CASE("the last ten stderr lines of each rank are kept", "[output]") {
   CHECK(tail.front() == "line 15");
   CHECK(tail.back() == "line 24");
   CHECK(mux.last_stderr(0).empty());
+  REQUIRE(mux.drain(5s));
   Capture::drain(c.err[0]);
 }
 
@@ -69,6 +72,7 @@ TEST_CASE("timestamps prefix lines in ISO 8601", "[output]") {
   Capture c;
   OutputMux mux(1, OutputOptions{"", true, c.out[1], c.err[1], 10});
   mux.write(0, OutputStream::kStdout, "x\n");
+  REQUIRE(mux.drain(5s));
   const std::string got = Capture::drain(c.out[0]);
   CHECK(std::regex_match(got, std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z\[0\]<stdout>:x\n)")));
 }
@@ -81,6 +85,7 @@ TEST_CASE("--output-filename writes each rank's raw streams to DIR/rank.N", "[ou
     OutputMux mux(2, OutputOptions{dir.string(), false, c.out[1], c.err[1], 10});
     mux.write(1, OutputStream::kStdout, "a\rb\n");
     mux.write(1, OutputStream::kStderr, "err");
+    REQUIRE(mux.drain(5s));
     Capture::drain(c.out[0]);
   }
   CHECK(slurp(dir / "rank.1" / "stdout") == "a\rb\n");

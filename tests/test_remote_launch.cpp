@@ -10,38 +10,11 @@
 
 #include "tests/support/child_process.hpp"
 #include "tests/support/lab.hpp"
+#include "tests/support/lab_hvrun.hpp"
 
 using namespace hvrun::test;
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
-
-namespace {
-
-// A HOME of its own for hvrun, so root's real ~/.ssh is never read or written.
-struct TempHome {
-  fs::path dir;
-  TempHome() : dir(fs::temp_directory_path() / ("hvrun-home-" + std::to_string(::getpid()))) {
-    fs::remove_all(dir);
-    fs::create_directories(dir / ".ssh");
-  }
-  ~TempHome() { fs::remove_all(dir); }
-};
-
-std::vector<std::string> hvrun_on(const Lab& lab, const TempHome& home, std::vector<std::string> args,
-                                  int host = 0, const std::string& hvrun = hvrun_bin()) {
-  std::vector<std::string> cmd{"/usr/bin/env", "HOME=" + home.dir.string(), hvrun, "-p", lab.var("LAB_PORT"), "-i",
-                               lab.var("LAB_KEY")};
-  cmd.insert(cmd.end(), args.begin(), args.end());
-  return lab.on_host(host, cmd);
-}
-
-int count(const std::string& text, const std::string& needle) {
-  int n = 0;
-  for (auto p = text.find(needle); p != std::string::npos; p = text.find(needle, p + 1)) ++n;
-  return n;
-}
-
-}  // namespace
 
 TEST_CASE("remote launch across three lab hosts", "[lab]") {
   if (auto why = Lab::unavailable_reason()) {
@@ -56,9 +29,9 @@ TEST_CASE("remote launch across three lab hosts", "[lab]") {
   auto r = run(hvrun_on(lab, home, {"-np", "6", "-H", "localhost:2," + h1 + ":2," + h2 + ":2", "hostname"}), 60s);
   INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);
-  CHECK(count(r.out, "<stdout>:" + h1 + "\n") == 2);
-  CHECK(count(r.out, "<stdout>:" + h2 + "\n") == 2);
-  CHECK(count(r.out, "<stdout>:" + lab.host(0) + "\n") == 2);
+  CHECK(count_of(r.out, "<stdout>:" + h1 + "\n") == 2);
+  CHECK(count_of(r.out, "<stdout>:" + h2 + "\n") == 2);
+  CHECK(count_of(r.out, "<stdout>:" + lab.host(0) + "\n") == 2);
   CHECK_THAT(r.out, Catch::Contains("[2]<stdout>:" + h1) && Catch::Contains("[3]<stdout>:" + h1) &&
                         Catch::Contains("[4]<stdout>:" + h2) && Catch::Contains("[5]<stdout>:" + h2));
   // The unknown hosts were recorded in known_hosts under [host]:port.
@@ -81,64 +54,6 @@ TEST_CASE("remote launch across three lab hosts", "[lab]") {
     CHECK_THAT(e.out, Catch::Contains(" M=" + lab.list("LAB_FABRIC_ADDRS").at(0)));
     CHECK_THAT(e.out, Catch::Contains("I=" + lab.list("LAB_FABRIC_IFACES").at(1)));
   }
-  {
-    INFO("a failing rank on a remote host ends the job everywhere with its code, naming the host");
-    const std::string marker = unique_marker();
-    auto f = run(hvrun_on(lab, home,
-                          {"-np", "6", "-H", "localhost:2," + h1 + ":2," + h2 + ":2", "-x", marker, "sh", "-c",
-                           "[ $HVRUN_RANK = 3 ] && { echo bad-news >&2; exit 5; }; exec sleep 60"}),
-                 60s);
-    INFO(f.out << f.err);
-    CHECK(f.exit_code == 5);
-    CHECK_THAT(f.err, Catch::Contains("rank 3 on " + h1 + ": exited with code 5"));
-    CHECK_THAT(f.err, Catch::Contains("bad-news"));
-    CHECK(wait_until_gone(marker, 3s).empty());
-  }
-  {
-    INFO("hvrun killed by SIGKILL leaves nothing on any host within 2 s");
-    const std::string marker = unique_marker();
-    const fs::path pidfile = home.dir / "hvrun.pid";
-    std::vector<std::string> args{"-np", "6", "-H", "localhost:2," + h1 + ":2," + h2 + ":2", "-x", marker,
-                                  "sh", "-c", "echo ready; exec sleep 60"};
-    auto argv = hvrun_on(lab, home, args);
-    // Run through a shell that records hvrun's pid and then becomes hvrun.
-    std::string line = "echo $$ > " + pidfile.string() + "; exec";
-    for (std::size_t i = 6; i < argv.size(); ++i) line += " '" + argv[i] + "'";
-    ChildProcess p(lab.on_host(0, {"sh", "-c", line}));
-    if (!p.wait_for_stdout("<stdout>:ready", 6, 60s)) {
-      auto r = p.wait(5s);
-      FAIL("hvrun did not start its ranks (exit " << r.exit_code << " after " << r.elapsed.count() << " ms): " << r.out
-                                                   << r.err);
-    }
-    std::ifstream pf(pidfile);
-    int pid = 0;
-    pf >> pid;
-    REQUIRE(pid > 0);
-    CHECK(wait_for_marker_count(marker, 6, 5s) >= 6);
-    ::kill(pid, SIGKILL);
-    CHECK(wait_until_gone(marker, 2s).empty());
-  }
-  {
-    INFO("a host cut off mid-run ends the job naming it, and its own ranks die too");
-    const std::string marker = unique_marker();
-    ChildProcess p(hvrun_on(lab, home,
-                            {"--heartbeat-timeout", "2", "-H", "localhost," + h1 + "," + h2, "-x", marker, "sh", "-c",
-                             "echo ready; exec sleep 60"}));
-    REQUIRE(p.wait_for_stdout("<stdout>:ready", 3, 60s));
-    REQUIRE(lab.control({"cut", "2"}) == 0);
-    auto c = p.wait(30s);
-    INFO(c.out << c.err);
-    CHECK(c.exit_code == 1);
-    CHECK_THAT(c.err, Catch::Contains(h2) && Catch::Contains("no answer for 2 s"));
-    CHECK(c.elapsed < 15s);
-    // The cut-off agent hears nothing either and kills its ranks after its own heartbeat timeout.
-    const auto deadline = std::chrono::steady_clock::now() + 6s;
-    while (!lab.processes_on_host(2, marker).empty() && std::chrono::steady_clock::now() < deadline)
-      std::this_thread::sleep_for(100ms);
-    CHECK(lab.processes_on_host(2, marker).empty());
-    lab.control({"uncut", "2"});
-    CHECK(wait_until_gone(marker, 5s).empty());
-  }
 }
 
 TEST_CASE("SSH set-up on the lab: config aliases, missing agents, host keys, unauthorized keys", "[lab]") {
@@ -160,7 +75,7 @@ TEST_CASE("SSH set-up on the lab: config aliases, missing agents, host keys, una
                  60s);
     INFO(r.out << r.err);
     CHECK(r.exit_code == 0);
-    CHECK(count(r.out, "<stdout>:" + h1 + "\n") == 2);
+    CHECK(count_of(r.out, "<stdout>:" + h1 + "\n") == 2);
   }
   {
     INFO("a host without hvrun-agent gets a copy over SFTP, checked by hash, and runs it");
@@ -185,8 +100,8 @@ TEST_CASE("SSH set-up on the lab: config aliases, missing agents, host keys, una
       INFO(r.out << r.err);
       CHECK(r.exit_code == 0);
       CHECK_THAT(r.err, Catch::Contains("copied to ~/.cache/hvrun/agent-" + digest));
-      CHECK(count(r.out, "<stdout>:" + h1 + "\n") == 1);
-      CHECK(count(r.out, "<stdout>:" + h2 + "\n") == 1);
+      CHECK(count_of(r.out, "<stdout>:" + h1 + "\n") == 1);
+      CHECK(count_of(r.out, "<stdout>:" + h2 + "\n") == 1);
       // No staged upload is left beside the copy.
       std::vector<std::string> names;
       for (const auto& e : fs::directory_iterator(entry)) names.push_back(e.path().filename().string());

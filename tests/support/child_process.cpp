@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -53,7 +54,7 @@ ChildProcess::~ChildProcess() {
 }
 
 void ChildProcess::pump(int timeout_ms) {
-  pollfd fds[2] = {{out_fd_, POLLIN, 0}, {err_fd_, POLLIN, 0}};
+  pollfd fds[2] = {{stdout_held_ ? -1 : out_fd_, POLLIN, 0}, {err_fd_, POLLIN, 0}};
   if (::poll(fds, 2, timeout_ms) <= 0) return;
   char buf[65536];
   for (int i = 0; i < 2; ++i) {
@@ -80,18 +81,31 @@ bool ChildProcess::wait_for_stdout(const std::string& needle, int count, std::ch
   }
 }
 
+void ChildProcess::pump_for(std::chrono::milliseconds duration) {
+  const auto deadline = std::chrono::steady_clock::now() + duration;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (out_fd_ < 0 && err_fd_ < 0) {
+      std::this_thread::sleep_until(deadline);
+      return;
+    }
+    pump(20);
+  }
+}
+
 ChildResult ChildProcess::wait(std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   ChildResult r;
   int status = 0;
   bool killed = false;
+  rusage usage{};
+  stdout_held_ = false;
   for (;;) {
     if (out_fd_ >= 0 || err_fd_ >= 0) pump(20);
-    const pid_t w = ::waitpid(pid_, &status, WNOHANG);
+    const pid_t w = ::wait4(pid_, &status, WNOHANG, &usage);
     if (w == pid_) break;
     if (std::chrono::steady_clock::now() >= deadline) {
       ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, &status, 0);
+      ::wait4(pid_, &status, 0, &usage);
       killed = true;
       break;
     }
@@ -109,6 +123,7 @@ ChildResult ChildProcess::wait(std::chrono::milliseconds timeout) {
     r.exit_code = 128 + WTERMSIG(status);
   r.out = out_;
   r.err = err_;
+  r.max_rss_kib = usage.ru_maxrss;
   return r;
 }
 

@@ -14,6 +14,7 @@ struct ChildResult {
   int exit_code = -1;  // 128+N when killed by signal N; -1 when the deadline killed it
   std::string out, err;
   std::chrono::milliseconds elapsed{0};
+  long max_rss_kib = 0;  // the child's peak resident set (wait4's ru_maxrss)
 };
 
 class ChildProcess {
@@ -30,11 +31,18 @@ class ChildProcess {
   // Reads until the child exits (killed with SIGKILL at the deadline).
   ChildResult wait(std::chrono::milliseconds timeout);
   void signal(int sig);
+  // While held, the child's stdout is not read: it fills its pipe and blocks in write(), as behind a
+  // paused terminal. wait() reads it again.
+  void hold_stdout(bool held) { stdout_held_ = held; }
+  // Reads output for `duration` (stdout only when not held).
+  void pump_for(std::chrono::milliseconds duration);
+  const std::string& stderr_so_far() const { return err_; }
 
  private:
   void pump(int timeout_ms);
   pid_t pid_ = -1;
   int out_fd_ = -1, err_fd_ = -1;
+  bool stdout_held_ = false;
   std::string out_, err_;
   std::chrono::steady_clock::time_point started_;
 };

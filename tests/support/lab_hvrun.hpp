@@ -1,0 +1,37 @@
+#pragma once
+// Test support: running hvrun on lab host 0 against the other lab hosts, and checking what it leaves.
+#include <sys/types.h>
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tests/support/child_process.hpp"
+#include "tests/support/lab.hpp"
+
+namespace hvrun::test {
+
+// A HOME of its own for hvrun, so root's real ~/.ssh is never read or written; removed at the end.
+struct TempHome {
+  std::filesystem::path dir;
+  TempHome();
+  ~TempHome();
+  TempHome(const TempHome&) = delete;
+  TempHome& operator=(const TempHome&) = delete;
+};
+
+// argv running `hvrun -p LAB_PORT -i LAB_KEY ARGS...` on lab host `host` with `home` as HOME.
+std::vector<std::string> hvrun_on(const Lab& lab, const TempHome& home, std::vector<std::string> args, int host = 0,
+                                  const std::string& hvrun = hvrun_bin());
+
+// How often `needle` occurs in `text`.
+int count_of(const std::string& text, const std::string& needle);
+
+// The agents' pids by host, from hvrun --verbose's "agent on HOST is up (hostname H, pid N" lines.
+std::map<std::string, pid_t> agent_pids(const std::string& verbose_stderr);
+// Those of `agents` that still run hvrun-agent, after waiting up to `timeout` for them to go.
+std::vector<pid_t> agents_left(const std::map<std::string, pid_t>& agents, std::chrono::milliseconds timeout);
+
+}  // namespace hvrun::test
