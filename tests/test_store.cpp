@@ -275,6 +275,36 @@ TEST_CASE("store: a wrong token is refused, the connection closed, the server un
   CHECK_FALSE(client.check({"stolen"}));
 }
 
+TEST_CASE("store: a proof replayed from another connection is refused", "[store]") {
+  ServedStore served;
+  const std::string token = served.client_options().token;
+  // A listener on the wire sees one connection's challenge and its valid answer...
+  RawConnection seen(served.port());
+  auto challenge = seen.receive(5s);
+  REQUIRE(challenge);
+  store::Message auth{.kind = store::Kind::kAuth};
+  auth.data = store::client_proof(token, challenge->data);
+  auth.data2 = store::random_nonce();
+  seen.send(encode_frame(FrameType::kStore, store::encode(auth)));
+  auto accepted = seen.receive(5s);
+  REQUIRE(accepted);
+  REQUIRE(accepted->kind == store::Kind::kAuthOk);
+  // ...and replays that answer on a connection of its own: the server's challenge differs, so it fails.
+  RawConnection replay(served.port());
+  auto other = replay.receive(5s);
+  REQUIRE(other);
+  CHECK(other->data != challenge->data);
+  replay.send(encode_frame(FrameType::kStore, store::encode(auth)));
+  store::Message set{.kind = store::Kind::kRequest, .op = store::Op::kSet, .items = {"replayed"}};
+  replay.send(encode_frame(FrameType::kStore, store::encode(set)));
+  auto answer = replay.receive(5s);
+  REQUIRE(answer);
+  CHECK(answer->status == store::Status::kError);
+  CHECK(replay.closed_within(5s));
+  StoreClient client(served.client_options());
+  CHECK_FALSE(client.check({"replayed"}));
+}
+
 TEST_CASE("store: a request before authentication closes the connection", "[store]") {
   ServedStore served;
   RawConnection raw(served.port());
