@@ -249,6 +249,22 @@ TEST_CASE("store: one client shared by threads serialises its calls", "[store]")
   for (auto& t : threads) t.join();
 }
 
+namespace {
+// Sends `auth` and then a set of `key` on `raw`: the server must answer with an error, close the
+// connection, and never have served the set.
+void check_refused(ServedStore& served, RawConnection& raw, const store::Message& auth, const std::string& key) {
+  raw.send(encode_frame(FrameType::kStore, store::encode(auth)));
+  store::Message set{.kind = store::Kind::kRequest, .op = store::Op::kSet, .items = {key}};
+  raw.send(encode_frame(FrameType::kStore, store::encode(set)));
+  auto answer = raw.receive(5s);
+  REQUIRE(answer);
+  CHECK(answer->status == store::Status::kError);
+  CHECK(raw.closed_within(5s));
+  StoreClient client(served.client_options());
+  CHECK_FALSE(client.check({key}));
+}
+}  // namespace
+
 TEST_CASE("store: a wrong token is refused, the connection closed, the server unharmed", "[store]") {
   ServedStore served;
   auto options = served.client_options();
@@ -264,15 +280,7 @@ TEST_CASE("store: a wrong token is refused, the connection closed, the server un
   store::Message auth{.kind = store::Kind::kAuth};
   auth.data = store::client_proof("wrong", hello->data);
   auth.data2 = store::random_nonce();
-  raw.send(encode_frame(FrameType::kStore, store::encode(auth)));
-  store::Message set{.kind = store::Kind::kRequest, .op = store::Op::kSet, .items = {"stolen"}};
-  raw.send(encode_frame(FrameType::kStore, store::encode(set)));
-  auto answer = raw.receive(5s);
-  REQUIRE(answer);
-  CHECK(answer->status == store::Status::kError);
-  CHECK(raw.closed_within(5s));
-  StoreClient client(served.client_options());
-  CHECK_FALSE(client.check({"stolen"}));
+  check_refused(served, raw, auth, "stolen");
 }
 
 TEST_CASE("store: a proof replayed from another connection is refused", "[store]") {
@@ -294,15 +302,7 @@ TEST_CASE("store: a proof replayed from another connection is refused", "[store]
   auto other = replay.receive(5s);
   REQUIRE(other);
   CHECK(other->data != challenge->data);
-  replay.send(encode_frame(FrameType::kStore, store::encode(auth)));
-  store::Message set{.kind = store::Kind::kRequest, .op = store::Op::kSet, .items = {"replayed"}};
-  replay.send(encode_frame(FrameType::kStore, store::encode(set)));
-  auto answer = replay.receive(5s);
-  REQUIRE(answer);
-  CHECK(answer->status == store::Status::kError);
-  CHECK(replay.closed_within(5s));
-  StoreClient client(served.client_options());
-  CHECK_FALSE(client.check({"replayed"}));
+  check_refused(served, replay, auth, "replayed");
 }
 
 TEST_CASE("store: a request before authentication closes the connection", "[store]") {
