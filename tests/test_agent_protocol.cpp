@@ -162,3 +162,45 @@ TEST_CASE("the agent refuses protocol violations by closing", "[integration][age
   a.send(launch_of({"true"}, test::unique_marker()));  // a launch before the job message
   CHECK_FALSE(a.next(5s));
 }
+
+TEST_CASE("the agent sends at most a window of unacknowledged output, then waits for acks", "[integration][agent]") {
+  AgentDriver a;
+  a.expect<HelloMsg>();
+  a.send(JobMsg{JobSecret::generate().hex(), 20000, 0, {"testhost"}});
+  const std::string marker = test::unique_marker();
+  constexpr std::size_t kTotal = 8u << 20;  // eight windows
+  a.send(launch_of({"sh", "-c", "exec head -c " + std::to_string(kTotal) + " /dev/zero"}, marker));
+  // Read without acknowledging: the output stops near one window (plus one read of the pipe), and the
+  // rank is still alive, blocked in write().
+  std::size_t got = 0;
+  bool exited = false;
+  for (auto f = a.next(2s); f; f = a.next(1s)) {
+    if (f->type == FrameType::kOutput) got += decode_output(f->payload, "agent").bytes.size();
+    else if (std::holds_alternative<ExitedMsg>(decode_control(f->payload, "agent"))) exited = true;
+  }
+  CHECK(got >= kOutputWindow);
+  CHECK(got <= kOutputWindow + (64u << 10));
+  CHECK_FALSE(exited);
+  CHECK(test::processes_with_marker(marker).size() == 1);
+  // Acknowledging what came lets the rest through, and the rank finishes.
+  std::size_t acked = 0;
+  while (!exited) {
+    if (got > acked) {
+      a.send(OutputAckMsg{static_cast<int>(got - acked)});
+      acked = got;
+    }
+    auto f = a.next(10s);
+    REQUIRE(f);
+    if (f->type == FrameType::kOutput) got += decode_output(f->payload, "agent").bytes.size();
+    else if (auto m = decode_control(f->payload, "agent"); auto* e = std::get_if<ExitedMsg>(&m)) {
+      CHECK(e->exit_code == 0);
+      exited = true;
+    }
+  }
+  CHECK(got == kTotal);
+  // Acknowledging more than was sent is a protocol violation: the agent closes.
+  a.send(OutputAckMsg{static_cast<int>(kOutputWindow)});
+  for (auto f = a.next(5s); f; f = a.next(5s)) {
+  }
+  CHECK(test::wait_until_gone(marker, 2s).empty());
+}
