@@ -39,7 +39,7 @@
 #   BENCH_OUT      the markdown file (default docs/BENCHMARKS.md)
 #   BENCH_TIMEOUT  seconds one run may take before it counts as failed (default 180)
 #   BENCH_FAIL_DIR where the stderr and stdout of failed runs are kept (default /tmp/hvrun-bench-failed)
-#   LAB_PREFIX     lab name (default hvperf); LAB_PORT (default 2222)
+#   LAB_PREFIX     lab name (default hvbench, apart from the tests' hvtest); LAB_PORT (default 2222)
 # Exit status: 0 when every run ran (targets missed or not), 1 when some run failed or could not start.
 set -euo pipefail
 
@@ -51,7 +51,7 @@ reps=${BENCH_REPS:-5}
 out_md=${BENCH_OUT:-$root/docs/BENCHMARKS.md}
 run_timeout=${BENCH_TIMEOUT:-180}
 fail_dir=${BENCH_FAIL_DIR:-/tmp/hvrun-bench-failed}
-export LAB_PREFIX=${LAB_PREFIX:-hvperf}
+export LAB_PREFIX=${LAB_PREFIX:-hvbench} # not hvtest: the lab tests use that one
 lab=$root/scripts/lab.sh
 section="## Launch, probe, memory"
 
@@ -73,7 +73,12 @@ for n in "${counts[@]}"; do
 done
 ((reps >= 5)) || say "note: BENCH_REPS=$reps; the figures are medians of fewer than 5 runs"
 
-bench_packages=(openmpi-bin libopenmpi-dev g++ libssh-dev)
+bench_packages=(
+  openmpi-bin libopenmpi-dev # the mpirun contender
+  g++ libssh-dev             # ssh_floor and run_timed
+  # the lab (scripts/lab.sh) and the tools used here
+  openssh-server openssh-client iproute2 iptables procps util-linux coreutils
+)
 missing=()
 for p in "${bench_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -112,6 +117,8 @@ floor=$work/ssh_floor
 timer=$work/run_timed
 g++ -std=c++20 -O2 -pthread "$root/scripts/bench/ssh_floor.cpp" -o "$floor" -lssh || die "cannot compile ssh_floor"
 g++ -std=c++20 -O2 "$root/scripts/bench/run_timed.cpp" -o "$timer" || die "cannot compile run_timed"
+rss_floor=$work/rss_floor
+g++ -std=c++20 -O2 "$root/scripts/bench/rss_floor.cpp" -o "$rss_floor" -lcrypto || die "cannot compile rss_floor"
 
 # ---- the kernel's neighbour tables -------------------------------------------------------------
 
@@ -152,6 +159,8 @@ read -r -a H <<<"$LAB_HOSTS"
 sshd_pids=()
 for ((i = 0; i < nmax; i++)); do sshd_pids+=("$(<"$LAB_DIR/h$i/sshd.pid")"); done
 sshd_list=$(IFS=,; echo "${sshd_pids[*]}")
+# Open MPI's ssh: the lab's port and key, no prompts, no known_hosts (it has no option of its own).
+mpi_ssh_args="-p $LAB_PORT -i $LAB_KEY -o IdentitiesOnly=yes -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR"
 clk_tck=$(getconf CLK_TCK)
 
 neigh_flush() { # empties the neighbour caches (ARP and NDP) of every lab host
@@ -258,8 +267,8 @@ launch_hvrun() { # KEY TAG N SLOTS CMD... -> wall, cpu, rss and phases under KEY
 launch_mpirun() { # KEY TAG N SLOTS CMD...
   local key=$1 tag=$2 n=$3 s=$4
   shift 4
-  if run_on_host0 "$tag" mpirun --allow-run-as-root -H "$(spec "$n" "$s")" \
-    --mca plm_rsh_args "-F $LAB_SSH_CONFIG" \
+  if run_on_host0 "$tag" mpirun --allow-run-as-root -np $((n * s)) -H "$(spec "$n" "$s")" --bind-to none \
+    --mca plm_rsh_agent ssh --mca plm_rsh_args "$mpi_ssh_args" --mca pml ob1 --mca btl tcp,self \
     --mca btl_tcp_if_include "$LAB_FABRIC_SUBNET" --mca oob_tcp_if_include "$LAB_FABRIC_SUBNET" "$@"; then
     put "$key.wall" "$WALL_MS"
     put "$key.cpu" "$CPU_MS"
@@ -388,6 +397,11 @@ for ((rep = 1; rep <= reps; rep++)); do
     fi
     progress "$rep" "hvrun alone, $alone_n remote hosts" "cpu $CPU_MS ms"
   fi
+done
+
+# The agent's memory floor: libstdc++, libc and OpenSSL 3 after one RAND_bytes and one HMAC-SHA256.
+for ((rep = 1; rep <= reps; rep++)); do
+  for kv in $("$rss_floor"); do put "rss_floor.${kv%%=*}" "${kv#*=}"; done
 done
 
 load_end=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -532,7 +546,8 @@ for n in "${mem_sizes[@]}"; do
   AR=$(med "mem.$n.agent_remote") AL=$(med "mem.$n.agent_local")
   ARA=$(med "mem.$n.agent_remote_anon") ALA=$(med "mem.$n.agent_local_anon")
   row "memory" "peak RSS (VmHWM) of one agent, $n hosts: largest remote / host 0's (serves the store); in brackets its anonymous (non-file) part" \
-    "$(mib "$AR") ($(mib "$ARA")) / $(mib "$AL") ($(mib "$ALA"))" "—" "—" "—" "—" "≤ 8 MiB" \
+    "$(mib "$AR") ($(mib "$ARA")) / $(mib "$AL") ($(mib "$ALA"))" "—" \
+    "$(mib "$(med rss_floor.vmhwm_kb)") ($(mib "$(med rss_floor.rss_anon_kb)")): C++ + one OpenSSL HMAC" "—" "—" "≤ 8 MiB" \
     "$([[ -n $AR && -n $AL ]] && verdict "$(le "$(calc "print ($AR > $AL) ? $AR : $AL")" 8192)" || echo n/a)"
 done
 
@@ -599,8 +614,9 @@ echo
   cat "$table_file"
   echo
   echo "- **hvrun**: \`hvrun --verbose -p PORT -i KEY -H h0:S,h1:S,... CMD\`, automatic NIC probing."
-  echo "- **mpirun**: Open MPI, \`--mca plm_rsh_args '-F <lab ssh_config>'\`, told the fabric subnet"
-  echo "  (\`btl_tcp_if_include\`, \`oob_tcp_if_include\` = $LAB_FABRIC_SUBNET); defaults otherwise (tree spawn)."
+  echo "- **mpirun**: Open MPI, \`mpirun --allow-run-as-root -np N -H ... --bind-to none --mca plm_rsh_agent ssh"
+  echo "  --mca plm_rsh_args '-p PORT -i KEY -o IdentitiesOnly=yes -o BatchMode=yes ...' --mca pml ob1 --mca btl tcp,self\`,"
+  echo "  told the fabric subnet (\`btl_tcp_if_include\`, \`oob_tcp_if_include\` = $LAB_FABRIC_SUBNET); defaults otherwise (tree spawn)."
   echo "- **ssh floor**: \`scripts/bench/ssh_floor.cpp\`, one libssh session per remote host (N−1 of them) in"
   echo "  parallel threads running \`true\`: connect, key exchange, one public-key signature, exec, EOF."
   echo "- **phases**: hvrun's \`--verbose\` timings. \"ssh + agent exec\" is its \"connect\" (until every host's"
@@ -612,7 +628,10 @@ echo
   echo "  run (per-connection sshd, the login shell, and what it ran: agents or orteds and their ranks), read"
   echo "  after every session ended. On 2 shared cores, all CPU / 2 is a lower bound on the wall time."
   echo "- **memory**: the launcher's peak RSS from wait4 (the largest of its process tree); an agent's"
-  echo "  VmHWM read by its ranks from /proc/\$PPID/status while they run."
+  echo "  VmHWM read by its ranks from /proc/\$PPID/status while they run. The agent's floor is"
+  echo "  \`scripts/bench/rss_floor.cpp\`: a C++ program that makes one RAND_bytes and one HMAC-SHA256 with"
+  echo "  OpenSSL 3 (what every agent must do to answer probes) and reads its own VmHWM; the file-backed part of"
+  echo "  an RSS is shared-library pages, shared with every other process that maps them."
 } >"$work/section.md"
 
 mkdir -p "$(dirname "$out_md")"
