@@ -5,12 +5,19 @@
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/write.hpp>
 #include <deque>
+#include <vector>
 
 #include "agent/error.hpp"
 
 namespace hvrun {
 
 namespace asio = boost::asio;
+
+namespace {
+// One write takes at most this many queued frames (writev's IOV_MAX is 1024) and bytes.
+constexpr std::size_t kMaxBatchFrames = 64;
+constexpr std::size_t kMaxBatchBytes = 256 * 1024;
+}  // namespace
 
 struct FrameChannel::Impl : std::enable_shared_from_this<FrameChannel::Impl> {
   Impl(asio::io_context& io, UniqueFd r, UniqueFd w, std::string p)
@@ -63,13 +70,25 @@ struct FrameChannel::Impl : std::enable_shared_from_this<FrameChannel::Impl> {
       for (auto& w : waiters) w();
       return;
     }
+    // Every frame queued so far in one write: a burst of small frames (probe results, output lines)
+    // costs one system call here and one SSH packet on the way, not one per frame. The deque keeps
+    // the strings in place while frames are added behind them.
+    std::vector<asio::const_buffer> batch;
+    std::size_t batch_bytes = 0;
+    for (const std::string& frame : queue) {
+      if (batch.size() == kMaxBatchFrames || (!batch.empty() && batch_bytes + frame.size() > kMaxBatchBytes)) break;
+      batch.push_back(asio::buffer(frame));
+      batch_bytes += frame.size();
+    }
     writing = true;
-    asio::async_write(writer, asio::buffer(queue.front()), [self = shared_from_this()](auto ec, std::size_t) {
+    asio::async_write(writer, batch, [self = shared_from_this(), frames = batch.size()](auto ec, std::size_t) {
       self->writing = false;
       if (self->closed) return;
       if (ec) return self->fail(self->peer + ": write failed: " + ec.message());
-      self->queued -= self->queue.front().size();
-      self->queue.pop_front();
+      for (std::size_t i = 0; i < frames; ++i) {
+        self->queued -= self->queue.front().size();
+        self->queue.pop_front();
+      }
       if (self->was_congested && self->queued < kLowWater) {
         self->was_congested = false;
         if (self->handlers.on_drained) self->handlers.on_drained();

@@ -397,11 +397,12 @@ struct Job::Impl {
       return shut_down();
     }
     probe_started = std::chrono::steady_clock::now();
+    const auto order = probe_order(inventories, targets, filter, single_host);
     for (std::size_t m = 0; m < members.size(); ++m) {
       Host& h = hosts[members[m]];
       ProbeRequestMsg req;
       req.timeout_ms = static_cast<int>(options.probe_timeout.count());
-      for (std::size_t ti = 0; ti < targets.size(); ++ti) {
+      for (const std::size_t ti : order) {
         const ProbeTarget& t = targets[ti];
         if (t.host == m) continue;
         planned.emplace_back(m, ti);

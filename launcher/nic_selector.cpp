@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <limits>
+#include <map>
 #include <set>
 #include <string_view>
 #include <tuple>
@@ -198,8 +199,10 @@ std::string reason_for(const std::vector<HostInventory>& hosts, const NicVerdict
   return reached.empty() ? why : "reached from " + peer_names(reached) + " but " + why;
 }
 
+// `about` holds the results of probes of this NIC of `host` (any order, other NICs' left out): one
+// pass over them, so a selection costs the number of results, not that times hosts squared.
 NicVerdict judge(const std::vector<HostInventory>& hosts, std::size_t host, const std::string& iface,
-                 const std::vector<std::string>& addresses, const std::vector<ProbeResult>& results,
+                 const std::vector<std::string>& addresses, const std::vector<const ProbeResult*>& about,
                  bool single_host) {
   NicVerdict v;
   v.iface = iface;
@@ -209,25 +212,28 @@ NicVerdict judge(const std::vector<HostInventory>& hosts, std::size_t host, cons
     v.usable = true;  // nobody else needs to reach it
     return v;
   }
-  std::vector<std::set<std::size_t>> ok_from(addresses.size());  // per address, the peers that reached it
+  std::vector<std::size_t> view_of(hosts.size(), hosts.size());  // peer -> index into v.peers
   for (std::size_t peer = 0; peer < hosts.size(); ++peer) {
     if (peer == host) continue;
+    view_of[peer] = v.peers.size();
     PeerView view;
     view.peer = peer;
     view.peer_host = hosts[peer].host;
-    for (const ProbeResult& r : results) {
-      if (r.from != peer || r.to != host || r.iface != iface) continue;
-      const auto at = std::find(addresses.begin(), addresses.end(), r.address);
-      if (at == addresses.end()) continue;
-      if (r.outcome == ProbeOutcome::kOk) ok_from[static_cast<std::size_t>(at - addresses.begin())].insert(peer);
-      if (!view.outcome || rank_of(r.outcome) < rank_of(*view.outcome)) {
-        view.outcome = r.outcome;
-        view.address = r.address;
-        view.answered_as = r.answered_as;
-        view.elapsed = r.elapsed;
-      }
-    }
     v.peers.push_back(std::move(view));
+  }
+  std::vector<std::set<std::size_t>> ok_from(addresses.size());  // per address, the peers that reached it
+  for (const ProbeResult* r : about) {
+    if (r->from >= hosts.size() || r->from == host) continue;
+    const auto at = std::find(addresses.begin(), addresses.end(), r->address);
+    if (at == addresses.end()) continue;
+    if (r->outcome == ProbeOutcome::kOk) ok_from[static_cast<std::size_t>(at - addresses.begin())].insert(r->from);
+    PeerView& view = v.peers[view_of[r->from]];
+    if (!view.outcome || rank_of(r->outcome) < rank_of(*view.outcome)) {
+      view.outcome = r->outcome;
+      view.address = r->address;
+      view.answered_as = r->answered_as;
+      view.elapsed = r->elapsed;
+    }
   }
   for (std::size_t i = 0; i < addresses.size(); ++i) {
     if (ok_from[i].size() == v.peers.size()) {
@@ -311,10 +317,35 @@ std::vector<ProbeTarget> probe_targets(const std::vector<HostInventory>& hosts, 
   return out;
 }
 
+std::vector<std::size_t> probe_order(const std::vector<HostInventory>& hosts, const std::vector<ProbeTarget>& targets,
+                                     const NicFilter& filter, bool single_host) {
+  // Per target: (its NIC's place in its host's preference, its place among that NIC's addresses, host).
+  std::vector<std::tuple<std::size_t, std::size_t, std::size_t>> key(targets.size());
+  for (std::size_t h = 0; h < hosts.size(); ++h) {
+    const auto& nics = hosts[h].interfaces;
+    std::vector<std::pair<Rank, std::string_view>> ranked;  // by preference
+    for (std::size_t k = 0; k < nics.size(); ++k) ranked.emplace_back(rank_nic(nics[k], k, filter, single_host), nics[k].name);
+    std::sort(ranked.begin(), ranked.end());
+    std::map<std::string_view, std::size_t> seen;  // addresses of each NIC so far
+    for (std::size_t t = 0; t < targets.size(); ++t) {
+      if (targets[t].host != h) continue;
+      const auto place = std::find_if(ranked.begin(), ranked.end(), [&](const auto& r) { return r.second == targets[t].iface; });
+      key[t] = {static_cast<std::size_t>(place - ranked.begin()), seen[targets[t].iface]++, h};
+    }
+  }
+  std::vector<std::size_t> order(targets.size());
+  for (std::size_t t = 0; t < order.size(); ++t) order[t] = t;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return key[a] < key[b]; });
+  return order;
+}
+
 std::vector<HostSelection> select_nics(const std::vector<HostInventory>& hosts, const std::vector<ProbeTarget>& targets,
                                        const std::vector<ProbeResult>& results, const NicFilter& filter,
                                        bool single_host) {
   std::vector<HostSelection> out(hosts.size());
+  std::map<std::pair<std::size_t, std::string_view>, std::vector<const ProbeResult*>> about;  // (to, iface)
+  for (const ProbeResult& r : results) about[{r.to, r.iface}].push_back(&r);
+  const std::vector<const ProbeResult*> none;
   for (std::size_t h = 0; h < hosts.size(); ++h) {
     HostSelection& sel = out[h];
     const auto& nics = hosts[h].interfaces;
@@ -330,7 +361,8 @@ std::vector<HostSelection> select_nics(const std::vector<HostInventory>& hosts, 
                                why.empty() ? "not offered for probing" : why});
         continue;
       }
-      sel.nics.push_back(judge(hosts, h, nic.name, addresses, results, single_host));
+      const auto found = about.find({h, nic.name});
+      sel.nics.push_back(judge(hosts, h, nic.name, addresses, found != about.end() ? found->second : none, single_host));
       if (sel.nics.back().usable) usable.emplace_back(&nic, k);
     }
     if (usable.empty()) continue;

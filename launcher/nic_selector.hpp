@@ -107,6 +107,13 @@ inline constexpr std::size_t kMaxAddressesPerNic = 4;
 std::vector<ProbeTarget> probe_targets(const std::vector<HostInventory>& hosts, const NicFilter& filter,
                                        bool single_host);
 
+// The order in which to start the probes of `targets` (indices into it): first the addresses that
+// decide the choices, i.e. every host's most preferred NIC (select_nics's ranking) with its first
+// address, then its next address, then the second NIC, and so on. Every target is still probed; on a
+// busy machine the probes started first are answered first, so a launch can decide sooner.
+std::vector<std::size_t> probe_order(const std::vector<HostInventory>& hosts, const std::vector<ProbeTarget>& targets,
+                                     const NicFilter& filter, bool single_host);
+
 // One selection per host, parallel to `hosts`. A candidate (a NIC with targets) is usable when one of
 // its addresses was reached with `ok` from every other host; with a single host every candidate is
 // usable without probes. Among usable NICs a host prefers, in this order: the earlier inclusion of the

@@ -112,6 +112,21 @@ TEST_CASE("probe targets: candidates' addresses, IPv4 first, no loopback, no nee
   }
 }
 
+TEST_CASE("probe order: every host's preferred NIC first, by address, then the next NIC", "[nic_selector]") {
+  const auto hosts = lab_hosts(2);
+  const auto targets = hvrun::probe_targets(hosts, {}, false);
+  // targets: a eth1 v4, v6, docker0, wlp5s0, eth9; then b's the same (indices 5..9).
+  CHECK(hvrun::probe_order(hosts, targets, {}, false) == std::vector<std::size_t>{0, 5, 1, 6, 3, 8, 4, 9, 2, 7});
+  SECTION("--network-interface order comes first") {
+    const NicFilter filter = NicFilter::parse({"eth9,eth1,enp6s0"});
+    const auto t = hvrun::probe_targets(hosts, filter, false);
+    Strings first;
+    for (std::size_t i : hvrun::probe_order(hosts, t, filter, false)) first.push_back(t[i].iface + " " + t[i].address);
+    CHECK(first == Strings{"eth9 10.88.0.10", "eth9 10.88.0.11", "eth1 10.77.0.10", "enp6s0 10.77.0.11",
+                           "eth1 fd77::10", "enp6s0 fd77::11"});
+  }
+}
+
 TEST_CASE("the lab's traps: the fabric NIC is chosen on each host and every trap says why", "[nic_selector]") {
   const auto hosts = lab_hosts(4);
   const auto selections = select(hosts);
