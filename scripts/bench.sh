@@ -75,7 +75,7 @@ done
 
 bench_packages=(
   openmpi-bin libopenmpi-dev # the mpirun contender
-  g++ libssh-dev             # ssh_floor and run_timed
+  g++ libssh-dev libssl-dev  # ssh_floor, run_timed, rss_floor
   # the lab (scripts/lab.sh) and the tools used here
   openssh-server openssh-client iproute2 iptables procps util-linux coreutils
 )
