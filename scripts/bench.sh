@@ -79,16 +79,9 @@ bench_packages=(
   # the lab (scripts/lab.sh) and the tools used here
   openssh-server openssh-client iproute2 iptables procps util-linux coreutils
 )
-missing=()
-for p in "${bench_packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-  say "installing ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -q
-  apt-get install -y -q --no-install-recommends "${missing[@]}"
-fi
+# shellcheck source=lib/packages.sh
+source "$root/scripts/lib/packages.sh"
+ensure_packages bench.sh "${bench_packages[@]}"
 hvrun=$build/cmd/hvrun
 store_bench=$build/collectives/hvrun-store-bench
 if [[ ! -x $hvrun || ! -x $build/cmd/hvrun-agent || ! -x $store_bench ]]; then

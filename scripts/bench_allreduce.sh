@@ -75,16 +75,9 @@ packages=(
   # the lab (scripts/lab.sh) and the tools used here
   openssh-server openssh-client iproute2 iptables procps util-linux coreutils
 )
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-  say "installing: ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -q
-  apt-get install -y -q --no-install-recommends "${missing[@]}"
-fi
+# shellcheck source=lib/packages.sh
+source "$root/scripts/lib/packages.sh"
+ensure_packages bench_allreduce.sh "${packages[@]}"
 
 hvrun=$build_dir/cmd/hvrun
 bench=$build_dir/collectives/hvrun-allreduce-bench

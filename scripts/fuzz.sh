@@ -33,21 +33,9 @@ fi
 timeout=${FUZZ_TIMEOUT:-30}
 [[ $timeout =~ ^[0-9]+$ && $timeout -gt 0 ]] || { echo "fuzz.sh: FUZZ_TIMEOUT must be a positive integer" >&2; exit 2; }
 
-missing=()
-for p in clang libclang-rt-14-dev; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-  if [[ $(id -u) -ne 0 ]]; then
-    echo "fuzz.sh: missing packages; install them as root with:" >&2
-    echo "  apt-get update && apt-get install -y ${missing[*]}" >&2
-    exit 1
-  fi
-  echo "fuzz.sh: installing ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -q
-  apt-get install -y -q --no-install-recommends "${missing[@]}"
-fi
+# shellcheck source=lib/packages.sh
+source "$root/scripts/lib/packages.sh"
+ensure_packages fuzz.sh clang libclang-rt-14-dev
 
 build_start=$SECONDS
 # The compilers are named explicitly: a build directory keeps the compiler it was first configured with.

@@ -17,24 +17,9 @@ packages=(
   openssh-server openssh-client iproute2 iptables procps util-linux
 )
 
-missing=()
-for p in "${packages[@]}"; do
-  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
-    missing+=("$p")
-  fi
-done
-
-if ((${#missing[@]})); then
-  if [[ $(id -u) -ne 0 ]]; then
-    echo "setup.sh: missing packages; install them as root with:" >&2
-    echo "  apt-get update && apt-get install -y ${missing[*]}" >&2
-    exit 1
-  fi
-  echo "setup.sh: installing ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -q
-  apt-get install -y -q --no-install-recommends "${missing[@]}"
-fi
+# shellcheck source=lib/packages.sh
+source "$root/scripts/lib/packages.sh"
+ensure_packages setup.sh "${packages[@]}"
 
 # shellcheck disable=SC2086  # CMAKE_ARGS is a list of words on purpose
 cmake -S "$root" -B "$build_dir" -G Ninja ${CMAKE_ARGS:-}

@@ -137,6 +137,14 @@ ChildResult run(const std::vector<std::string>& argv, std::chrono::milliseconds 
   return p.wait(timeout);
 }
 
+bool is_zombie_or_gone(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return true;
+  const auto close_paren = line.rfind(')');  // the command name may hold spaces and parentheses
+  return close_paren == std::string::npos || close_paren + 2 >= line.size() || line[close_paren + 2] == 'Z';
+}
+
 std::vector<pid_t> processes_with_marker(const std::string& marker) {
   std::vector<pid_t> found;
   DIR* d = ::opendir("/proc");
@@ -144,11 +152,7 @@ std::vector<pid_t> processes_with_marker(const std::string& marker) {
   while (dirent* e = ::readdir(d)) {
     const pid_t pid = static_cast<pid_t>(std::atoi(e->d_name));
     if (pid <= 0) continue;
-    std::ifstream stat("/proc/" + std::string(e->d_name) + "/stat");
-    std::string line;
-    std::getline(stat, line);
-    const auto close_paren = line.rfind(')');
-    if (close_paren != std::string::npos && close_paren + 2 < line.size() && line[close_paren + 2] == 'Z') continue;
+    if (is_zombie_or_gone(pid)) continue;
     std::ifstream env("/proc/" + std::string(e->d_name) + "/environ", std::ios::binary);
     std::stringstream ss;
     ss << env.rdbuf();

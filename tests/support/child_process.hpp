@@ -51,6 +51,9 @@ class ChildProcess {
 ChildResult run(const std::vector<std::string>& argv, std::chrono::milliseconds timeout,
                 const std::vector<std::string>& extra_env = {});
 
+// True when `pid` has exited but is not reaped yet (state Z in /proc/PID/stat), or is gone.
+bool is_zombie_or_gone(pid_t pid);
+
 // Processes whose environment holds `marker` (a "NAME=value" string), excluding zombies.
 std::vector<pid_t> processes_with_marker(const std::string& marker);
 // Polls until at least `count` such processes exist or the timeout passes; returns how many there are.

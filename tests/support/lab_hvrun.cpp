@@ -50,12 +50,7 @@ std::vector<pid_t> agents_left(const std::map<std::string, pid_t>& agents, std::
       std::ifstream comm("/proc/" + std::to_string(pid) + "/comm");
       std::string name;
       std::getline(comm, name);
-      std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-      std::string line;
-      std::getline(stat, line);
-      const auto paren = line.rfind(')');
-      const bool zombie = paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'Z';
-      if (name == "hvrun-agent" && !zombie) left.push_back(pid);
+      if (name == "hvrun-agent" && !is_zombie_or_gone(pid)) left.push_back(pid);
     }
     if (left.empty() || std::chrono::steady_clock::now() >= deadline) return left;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));

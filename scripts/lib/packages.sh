@@ -1,0 +1,20 @@
+# Sourced by hvrun's scripts: ensure_packages WHO PACKAGE... installs the Debian packages that are not
+# installed yet. As root it uses apt-get (no recommends); otherwise it prints the exact apt-get line
+# naming WHO (the calling script) and exits 1. Idempotent: nothing happens when all are installed.
+ensure_packages() {
+  local who=$1 p
+  shift
+  local missing=()
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  ((${#missing[@]})) || return 0
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "$who: missing packages; install them as root with:" >&2
+    echo "  apt-get update && apt-get install -y ${missing[*]}" >&2
+    exit 1
+  fi
+  echo "$who: installing ${missing[*]}"
+  DEBIAN_FRONTEND=noninteractive apt-get update -q
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
