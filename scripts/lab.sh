@@ -39,6 +39,8 @@
 #   LAB_FABRIC_NAMES  fabric NIC names, cycled over hosts
 #                   (default "eth1 enp6s0 enp5s0 ib0 ens3f0 eno1 enp129s0f1 eth0").
 #   LAB_SSHD_WAIT   seconds to wait for every sshd to listen (default 10).
+#   LAB_LINK_WAIT   seconds to wait for every link of every host and of the switch to be running
+#                   (operstate UP: a veth reports carrier a moment after it is set up; default 10).
 #   LAB_RECREATE    1: `up` tears an existing lab down first instead of failing.
 #   LAB_SKIP_BASHRC 1 (default): sshd sets SHLVL=1 in sessions, so bash does not source ~/.bashrc
 #                   for ssh commands — as on a stock Debian account, whose ~/.bashrc returns at once
@@ -70,6 +72,7 @@ LAB_PORT=${LAB_PORT:-2222}
 LAB_IPV6=${LAB_IPV6:-1}
 LAB_FABRIC_NAMES=${LAB_FABRIC_NAMES:-eth1 enp6s0 enp5s0 ib0 ens3f0 eno1 enp129s0f1 eth0}
 LAB_SSHD_WAIT=${LAB_SSHD_WAIT:-10}
+LAB_LINK_WAIT=${LAB_LINK_WAIT:-10}
 LAB_RECREATE=${LAB_RECREATE:-0}
 LAB_SKIP_BASHRC=${LAB_SKIP_BASHRC:-1}
 LAB_JOBS=${LAB_JOBS:-4}
@@ -111,6 +114,7 @@ validate_config() {
   [[ $LAB_IPV6 == [01] ]] || die "LAB_IPV6 must be 0 or 1"
   [[ $LAB_SKIP_BASHRC == [01] ]] || die "LAB_SKIP_BASHRC must be 0 or 1"
   [[ $LAB_SSHD_WAIT =~ ^[0-9]+$ ]] || die "LAB_SSHD_WAIT must be a number of seconds"
+  [[ $LAB_LINK_WAIT =~ ^[0-9]+$ ]] || die "LAB_LINK_WAIT must be a number of seconds"
   uint_in "$LAB_JOBS" 1 64 || die "LAB_JOBS must be 1..64"
   # LAB_DIR exported by `env` of another lab must not make this command act on that lab.
   local line
@@ -271,6 +275,57 @@ wait_listening() { # I...
       die "sshd did not come up on host(s) ${pending[*]} within ${LAB_SSHD_WAIT}s"
     fi
     sleep 0.05
+  done
+}
+
+# Links of namespace NS that are not running yet, as "name(state)" words; lo counts as running
+# (its operstate is UNKNOWN), every other link must be UP (carrier on).
+links_not_running() { # ns
+  ip -n "$1" -br link show 2>/dev/null |
+    awk '{ split($1, n, "@"); if (n[1] != "lo" && $2 != "UP") printf "%s(%s) ", n[1], $2 }'
+}
+
+# A veth reports carrier a moment after it is set up, and a bridge is UP only once a port is: wait,
+# bounded by LAB_LINK_WAIT, until every link of the switch and of every host runs, so that nothing
+# started on the lab sees "no carrier". Names the links that never came up.
+wait_links_running() { # N
+  local n=$1 deadline=$(($(now_ms) + LAB_LINK_WAIT * 1000)) i ns down report
+  local pending=("$SW_NS") still
+  for ((i = 0; i < n; i++)); do pending+=("${HOST[i]}"); done
+  while :; do
+    still=()
+    report=()
+    for ns in "${pending[@]}"; do
+      down=$(links_not_running "$ns")
+      if [[ -n $down ]]; then
+        still+=("$ns")
+        report+=("$ns: ${down% }")
+      fi
+    done
+    ((${#still[@]})) || return 0
+    pending=("${still[@]}")
+    if (($(now_ms) >= deadline)); then
+      for ns in "${report[@]}"; do warn "link not running after ${LAB_LINK_WAIT}s: $ns"; done
+      die "links of ${#still[@]} namespace(s) never came up (see above); check 'ip -n NS -br link' and dmesg"
+    fi
+    sleep 0.05
+  done
+}
+
+# All network namespaces share the kernel's neighbour (ARP/NDP) tables, 1024 entries by default: a
+# lab of a few dozen hosts with 4 NICs each overflows them ("neighbor table overflow" in dmesg) and
+# probes then fail for the lab's reason. Raise (never lower) the thresholds for N hosts: each host
+# may learn every other host's address on every shared segment, in both families.
+size_neighbour_tables() { # N
+  local n=$1 need fam k key cur want
+  need=$((n * n * 8 + 1024))
+  for fam in ipv4 ipv6; do
+    for k in 1 2 3; do
+      key=net.$fam.neigh.default.gc_thresh$k
+      cur=$(sysctl -n "$key" 2>/dev/null) || continue
+      want=$((need * (k == 1 ? 1 : k == 2 ? 2 : 4)))
+      if ((cur < want)); then sysctl -qw "$key=$want" || warn "could not raise $key to $want"; fi
+    done
   done
 }
 
@@ -477,6 +532,7 @@ cmd_up() {
   local t0 i ns mac kind pids=()
   t0=$(now_ms)
   init_tables "$n"
+  size_neighbour_tables "$n"
   UP_STARTED=1
   trap on_up_exit EXIT
   trap 'exit 130' INT TERM
@@ -551,6 +607,9 @@ cmd_up() {
     running=$((running + 1))
   done
   for ((; running > 0; running--)); do wait -n || die "setting up a host failed"; done
+  wait_links_running "$n"
+  local t_links
+  t_links=$(elapsed "$t0")
   local all=()
   for ((i = 0; i < n; i++)); do all+=("$i"); done
   wait_listening "${all[@]}"
@@ -581,7 +640,7 @@ cmd_up() {
 
   : >"$LAB_DIR/ready"
   UP_DONE=1
-  log "up: $n hosts ${HOST[0]}..${HOST[n - 1]} ready in $(elapsed "$t0") (all sshd listening after $t_sshd)"
+  log "up: $n hosts ${HOST[0]}..${HOST[n - 1]} ready in $(elapsed "$t0") (links running after $t_links, all sshd listening after $t_sshd)"
   log "use: eval \"\$(LAB_PREFIX=$LAB_PREFIX $LAB_SCRIPT_PATH env)\""
 }
 

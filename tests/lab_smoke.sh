@@ -54,6 +54,19 @@ read -r -a FABRIC <<<"$LAB_FABRIC_ADDRS"
 read -r -a DROP <<<"$LAB_DROP_ADDRS"
 read -r -a DEAD <<<"$LAB_DEAD_ADDRS"
 
+# When up says ready, every link of every host and of the switch runs (a veth reports carrier a
+# moment after it is set up; a fresh machine showed NO-CARRIER for a second or two), and the
+# kernel's shared neighbour tables are sized for the lab.
+not_running=""
+for ns in "$LAB_SWITCH_NS" $LAB_NAMESPACES; do
+  down=$(ip -n "$ns" -br link show | awk '{ split($1, n, "@"); if (n[1] != "lo" && $2 != "UP") printf "%s ", n[1] }')
+  [[ -z $down ]] || not_running+="$ns: $down"
+done
+expect_eq "every link runs right after up" "" "$not_running"
+if (($(sysctl -n net.ipv4.neigh.default.gc_thresh3) >= 3 * 3 * 8 + 1024)); then
+  pass "neighbour table gc_thresh3 sized for the lab"
+else fail "neighbour table gc_thresh3 too small: $(sysctl -n net.ipv4.neigh.default.gc_thresh3)"; fi
+
 # SSH from host 0 lands on the right host.
 expect_eq "ssh host0 -> ${H[1]} prints its hostname" "${H[1]}" "$(on 0 "${H[1]}" hostname 2>&1)"
 expect_eq "ssh host0 -> ${H[2]} prints its hostname" "${H[2]}" "$(on 0 "${H[2]}" hostname 2>&1)"
