@@ -32,7 +32,7 @@
 #include "launcher/local_agent.hpp"
 #include "launcher/nic_filter.hpp"
 #include "launcher/nic_selector.hpp"
-#include "launcher/remote_agent.hpp"
+#include "launcher/agent_starter.hpp"
 #include "launcher/status_line.hpp"
 #include "agent/interface_list.hpp"
 #include "launcher/output_mux.hpp"
@@ -105,7 +105,7 @@ struct Job::Impl {
     std::string name;
     bool is_local = false;
     std::unique_ptr<LocalAgent> local;
-    std::shared_ptr<RemoteAgent> remote;
+    std::shared_ptr<HostAgent> remote;  // SSH, --rsh-agent
     std::string connect_error;   // why SSH or the agent start failed
     bool connecting = false;
     std::unique_ptr<FrameChannel> channel;
@@ -236,22 +236,13 @@ struct Job::Impl {
     show_progress();
   }
 
-  // SSH to hosts[i] and start its agent, on a thread of its own: all hosts connect at once.
+  // Start hosts[i]'s agent (SSH, --rsh-agent), on a thread of its own: all hosts connect at once.
   void connect_remote(std::size_t i, const std::string& agent_path) {
-    RemoteAgentOptions o;
-    o.ssh.host = hosts[i].name;
-    o.ssh.port = options.ssh_port;
-    o.ssh.identity_file = options.ssh_identity_file;
-    o.ssh.connect_timeout = options.ssh_connect_timeout;
-    o.ssh.strict_host_key = options.ssh_strict_host_key;
-    o.agent_override = options.agent_path;
-    o.local_agent = agent_path;
-    o.start_timeout = options.start_timeout;
-    std::thread([box = mailbox, o, i] {
-      std::shared_ptr<RemoteAgent> agent;
+    std::thread([box = mailbox, options = options, host = hosts[i].name, agent_path, i] {
+      std::shared_ptr<HostAgent> agent;
       std::string error;
       try {
-        agent = RemoteAgent::start(o);
+        agent = start_host_agent(options, host, agent_path);
       } catch (const std::exception& e) {
         error = e.what();
       }
@@ -261,7 +252,7 @@ struct Job::Impl {
     }).detach();
   }
 
-  void on_connected(std::size_t i, std::shared_ptr<RemoteAgent> agent, const std::string& error) {
+  void on_connected(std::size_t i, std::shared_ptr<HostAgent> agent, const std::string& error) {
     Host& h = hosts[i];
     h.connecting = false;
     if (!error.empty()) {

@@ -198,18 +198,21 @@ CliResult parse_command_line(int argc, const char* const* argv) {
   auto* port_opt = app.add_option("-p,--ssh-port", ssh_port, "SSH port for every host (overrides ~/.ssh/config)")
                        ->transform(int_in_range(1, 65535, "a port (1-65535)"))
                        ->type_name("PORT");
-  app.add_option("-i,--ssh-identity-file", o.ssh_identity_file, "SSH private key")
+  auto* identity_opt = app.add_option("-i,--ssh-identity-file", o.ssh_identity_file, "SSH private key")
       ->check(kIdentityFile)
       ->type_name("FILE");
-  app.add_option("--ssh-connect-timeout", ssh_connect_timeout,
+  auto* connect_timeout_opt = app.add_option("--ssh-connect-timeout", ssh_connect_timeout,
                  "Seconds to resolve, connect and handshake with each host (default 10)")
       ->transform(seconds(false))
       ->type_name("SECONDS");
-  app.add_flag("--ssh-strict-host-key-checking", o.ssh_strict_host_key,
+  auto* strict_opt = app.add_flag("--ssh-strict-host-key-checking", o.ssh_strict_host_key,
                "Refuse hosts that are not in ~/.ssh/known_hosts (default: record them)");
   app.add_option("--agent-path", o.agent_path,
                  "Path of hvrun-agent on remote hosts (default: hvrun's own path, then PATH, then a copy)")
       ->type_name("PATH");
+  auto* rsh_opt = app.add_option("--rsh-agent", o.rsh_agent,
+                                 "Start each remote agent as `CMD HOST AGENT` (e.g. 'docker exec -i'), not over SSH")
+                     ->type_name("CMD");
   // No delimiter: a leading '^' or '=' belongs to its whole comma list (NCCL_SOCKET_IFNAME's rule), so
   // each occurrence stays one value and NicFilter splits it.
   app.add_option("--network-interface", o.network_interfaces,
@@ -280,6 +283,14 @@ CliResult parse_command_line(int argc, const char* const* argv) {
                      "connects and probes); give one of them");
   }
   if (o.json && !o.check_only) throw UsageError("--json only applies to --check-only; add --check-only or drop --json");
+  if (rsh_opt->count() > 0) {
+    if (o.rsh_agent.find_first_not_of(" \t") == std::string::npos)
+      throw UsageError("--rsh-agent: empty command; give one that runs `CMD HOST COMMAND...`, e.g. 'docker exec -i'");
+    for (const CLI::Option* ssh_only : {port_opt, identity_opt, strict_opt, connect_timeout_opt})
+      if (ssh_only->count() > 0)
+        throw UsageError(label_of(*ssh_only) + " applies to hvrun's own SSH, which --rsh-agent replaces; put it in "
+                         "the --rsh-agent command instead (e.g. --rsh-agent 'ssh -p 2222')");
+  }
   if (o.command.empty() && !o.check_only) {
     throw UsageError("no command given: hvrun [options] command [args...]");
   }

@@ -20,6 +20,7 @@ struct LaunchOptions {
   std::chrono::milliseconds ssh_connect_timeout{10'000};  // --ssh-connect-timeout
   bool ssh_strict_host_key = false;  // --ssh-strict-host-key-checking: refuse hosts not in known_hosts
   std::string agent_path;            // --agent-path: hvrun-agent's path on every remote host
+  std::string rsh_agent;             // --rsh-agent CMD: start remote agents as `CMD HOST AGENT`, not over SSH
   // --network-interface: one value per occurrence, as typed (comma lists unsplit: a leading '^' or '='
   // marks a whole list); syntax checked by NicFilter::parse, which turns them into the filter.
   std::vector<std::string> network_interfaces;

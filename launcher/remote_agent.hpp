@@ -12,6 +12,7 @@
 #include <string>
 
 #include "agent/unique_fd.hpp"
+#include "launcher/host_agent.hpp"
 #include "launcher/ssh_session.hpp"
 
 namespace hvrun {
@@ -23,18 +24,17 @@ struct RemoteAgentOptions {
   std::chrono::milliseconds start_timeout{30'000};  // until the agent has said something
 };
 
-class RemoteAgent {
+class RemoteAgent final : public HostAgent {
  public:
   // Connects and starts the agent; blocks (run it on a thread of its own). Returns once the agent has
   // written its first bytes. Throws SshError or Error, one line starting with the host.
   static std::unique_ptr<RemoteAgent> start(const RemoteAgentOptions& options);
-  ~RemoteAgent();
+  ~RemoteAgent() override;
 
-  UniqueFd take_channel();
-  // The agent's recent stderr, for a message when its channel ends badly.
-  std::string stderr_tail() const;
+  UniqueFd take_channel() override;
+  std::string stderr_tail() const override;  // the SSH channel's stderr
   // How the agent was found ("/opt/hvrun/bin/hvrun-agent", "copied to ~/.cache/...").
-  const std::string& agent_description() const { return description_; }
+  const std::string& agent_description() const override { return description_; }
 
  private:
   RemoteAgent(SshSession session, SshExec exec, std::string description);

@@ -1,0 +1,49 @@
+#include "launcher/agent_starter.hpp"
+
+#include "launcher/command_agent.hpp"
+#include "launcher/remote_agent.hpp"
+
+namespace hvrun {
+
+namespace {
+
+std::unique_ptr<HostAgent> start_over_ssh(const LaunchOptions& options, const std::string& host,
+                                          const std::string& local_agent) {
+  RemoteAgentOptions o;
+  o.ssh.host = host;
+  o.ssh.port = options.ssh_port;
+  o.ssh.identity_file = options.ssh_identity_file;
+  o.ssh.connect_timeout = options.ssh_connect_timeout;
+  o.ssh.strict_host_key = options.ssh_strict_host_key;
+  o.agent_override = options.agent_path;
+  o.local_agent = local_agent;
+  o.start_timeout = options.start_timeout;
+  return RemoteAgent::start(o);
+}
+
+// `CMD HOST AGENT`: CMD is a shell command line (quotes and variables work), HOST and AGENT are
+// appended to it as two words of their own, whatever characters they hold. A remote shell gets no
+// search for the agent (a `docker exec` runs no shell to search with): it runs at --agent-path, else
+// at hvrun's own agent's path, as on a shared file system or an image built with hvrun in it.
+std::unique_ptr<HostAgent> start_by_rsh(const LaunchOptions& options, const std::string& host,
+                                        const std::string& local_agent) {
+  const std::string agent = options.agent_path.empty() ? local_agent : options.agent_path;
+  CommandAgentOptions o;
+  o.host = host;
+  o.argv = {"/bin/sh", "-c", options.rsh_agent + " \"$@\"", "hvrun-rsh-agent", host, agent};
+  o.label = "--rsh-agent '" + options.rsh_agent + "'";
+  o.fix = "check that `" + options.rsh_agent + " " + host + " " + agent +
+          " --version` works here (--agent-path names the agent's path on the host)";
+  o.start_timeout = options.start_timeout;
+  return CommandAgent::start(o);
+}
+
+}  // namespace
+
+std::unique_ptr<HostAgent> start_host_agent(const LaunchOptions& options, const std::string& host,
+                                            const std::string& local_agent) {
+  if (!options.rsh_agent.empty()) return start_by_rsh(options, host, local_agent);
+  return start_over_ssh(options, host, local_agent);
+}
+
+}  // namespace hvrun

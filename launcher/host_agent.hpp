@@ -1,0 +1,21 @@
+#pragma once
+// The agent of a host other than this machine, however it was started (SSH, a remote-shell command,
+// srun): the job sees only its control channel and what to say when that channel ends badly.
+#include <string>
+
+#include "agent/unique_fd.hpp"
+
+namespace hvrun {
+
+class HostAgent {
+ public:
+  virtual ~HostAgent() = default;
+  // The control channel (the agent's stdin and stdout), handed over once.
+  virtual UniqueFd take_channel() = 0;
+  // The recent stderr of the agent and of whatever started it, for a message when its channel ends.
+  virtual std::string stderr_tail() const = 0;
+  // How the agent was found or started ("found on the host", "started by srun").
+  virtual const std::string& agent_description() const = 0;
+};
+
+}  // namespace hvrun
