@@ -144,7 +144,7 @@ TEST_CASE("output keeps its lines: \\r, a last line without newline, files per r
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("--dry-run prints the plan and each rank's environment and starts nothing", "[integration]") {
+TEST_CASE("dry run: --dry-run prints the plan and each rank's environment and starts nothing", "[integration]") {
   const std::string marker = unique_marker();
   auto r = run(hvrun_args({"--dry-run", "-np", "3", "-H", "localhost:2,127.0.0.1:2", "-x", marker, "sh", "-c",
                            "touch /tmp/hvrun-dry-run-must-not-exist"}),
@@ -189,7 +189,7 @@ TEST_CASE("this machine's own hostname runs through a local agent, without SSH",
   CHECK_THAT(r.out, Catch::Contains("[1]<stdout>:on=" + std::string(name)));
 }
 
-TEST_CASE("-np above the slots warns once and spreads ranks in proportion", "[integration]") {
+TEST_CASE("oversubscription: -np above the slots warns once and spreads ranks in proportion", "[integration]") {
   auto r = run(hvrun_args({"-np", "6", "-H", "localhost:2,127.0.0.1:1", "sh", "-c",
                            "echo L=$HVRUN_LOCAL_RANK/$HVRUN_LOCAL_SIZE"}),
                20s);
