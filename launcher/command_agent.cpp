@@ -41,9 +41,10 @@ std::unique_ptr<CommandAgent> CommandAgent::start(const CommandAgentOptions& o) 
   const pid_t pid = ::fork();
   if (pid < 0) throw_errno("fork", "starting " + o.label + " for " + o.host);
   if (pid == 0) {
-    // SIGTERM, not SIGKILL, when hvrun dies: ssh or srun then close their end and the agent, seeing
-    // its channel close, kills its ranks.
-    if (!detach_child(SIGTERM, parent)) ::_exit(1);
+    // No PR_SET_PDEATHSIG: it fires when the forking *thread* ends, and this runs on a connection
+    // thread that ends as soon as the agent is up (srun took that SIGTERM for a cancel). When hvrun
+    // dies its end of the channel closes with it: the command's stdin ends, and so does the agent.
+    if (!detach_child(0, parent)) ::_exit(1);
     if (::dup2(theirs.get(), 0) < 0 || ::dup2(theirs.get(), 1) < 0 || ::dup2(err.write.get(), 2) < 0) ::_exit(1);
     ::execvp(argv[0], argv.data());
     ::_exit(127);

@@ -29,8 +29,8 @@ struct CommandAgentOptions {
 class CommandAgent final : public HostAgent {
  public:
   // Starts the command and waits until the agent has written its first bytes; blocks (run it on a
-  // thread of its own). The command runs in its own process group (Ctrl-C reaches only hvrun) and gets
-  // SIGTERM if hvrun dies. Throws Error or TimeoutError, one line starting with the host.
+  // thread of its own). The command runs in its own process group (Ctrl-C reaches only hvrun); if
+  // hvrun dies, its stdin ends. Throws Error or TimeoutError, one line starting with the host.
   static std::unique_ptr<CommandAgent> start(const CommandAgentOptions& options);
   // Waits a moment for the command to end (it does once the channel is closed), then stops its
   // process group with SIGTERM and SIGKILL.
