@@ -1,7 +1,7 @@
 #pragma once
 // How the agent of a host other than this machine is started: over hvrun's own SSH session (the
 // default), or by a local command: `--rsh-agent CMD` runs `CMD HOST AGENT` (README: "Any remote shell"
-// states the contract such a command keeps).
+// states the contract such a command keeps), and inside a Slurm allocation srun runs one step per node.
 #include <memory>
 #include <string>
 

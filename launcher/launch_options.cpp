@@ -16,6 +16,7 @@
 #include "agent/error.hpp"
 #include "hvrun/version.hpp"
 #include "launcher/nic_filter.hpp"
+#include "launcher/slurm_allocation.hpp"
 
 namespace hvrun {
 
@@ -213,6 +214,11 @@ CliResult parse_command_line(int argc, const char* const* argv) {
   auto* rsh_opt = app.add_option("--rsh-agent", o.rsh_agent,
                                  "Start each remote agent as `CMD HOST AGENT` (e.g. 'docker exec -i'), not over SSH")
                      ->type_name("CMD");
+  std::string launcher = "auto";
+  app.add_option("--launcher", launcher,
+                 "How remote agents start: auto (srun inside a Slurm allocation, else ssh), ssh, slurm, rsh")
+      ->check(CLI::IsMember({"auto", "ssh", "slurm", "rsh"}))
+      ->type_name("WAY");
   // No delimiter: a leading '^' or '=' belongs to its whole comma list (NCCL_SOCKET_IFNAME's rule), so
   // each occurrence stays one value and NicFilter splits it.
   app.add_option("--network-interface", o.network_interfaces,
@@ -315,9 +321,14 @@ CliResult parse_command_line(int argc, const char* const* argv) {
     o.hosts = parse_host_list(joined);
   } else if (hostfile_opt->count() > 0) {
     o.hosts = read_hostfile(hostfile);
-  } else {
-    o.hosts = {HostSpec{"localhost", np > 0 ? np : 1}};
   }
+  // Inside a Slurm allocation its nodes and tasks are the default hosts and slots, and -np defaults to
+  // its tasks (all slots).
+  std::optional<SlurmAllocation> allocation;
+  if (o.rsh_agent.empty() && (o.hosts.empty() || launcher == "auto" || launcher == "slurm"))
+    allocation = slurm_allocation(process_environment());
+  if (o.hosts.empty()) o.hosts = allocation ? allocation->nodes : std::vector<HostSpec>{HostSpec{"localhost", np > 0 ? np : 1}};
+  o.launcher = choose_launcher(launcher, !o.rsh_agent.empty(), allocation, o.hosts);
   return result;
 }
 

@@ -7,13 +7,15 @@
 #include <vector>
 
 #include "launcher/host_list.hpp"
+#include "launcher/launcher_choice.hpp"
 
 namespace hvrun {
 
 struct LaunchOptions {
   int np = 0;                        // 0: all slots
-  std::vector<HostSpec> hosts;       // from -H (repeatable, lists joined) or --hostfile;
-                                     // default: localhost with np slots (1 without -np)
+  std::vector<HostSpec> hosts;       // from -H (repeatable, lists joined) or --hostfile; default: the
+                                     // Slurm allocation's nodes and tasks (launcher/slurm_allocation.hpp),
+                                     // else localhost with np slots (1 without -np)
   bool no_oversubscribe = false;
   std::optional<int> ssh_port;       // -p: overrides ~/.ssh/config for every host
   std::string ssh_identity_file;     // -i
@@ -21,6 +23,7 @@ struct LaunchOptions {
   bool ssh_strict_host_key = false;  // --ssh-strict-host-key-checking: refuse hosts not in known_hosts
   std::string agent_path;            // --agent-path: hvrun-agent's path on every remote host
   std::string rsh_agent;             // --rsh-agent CMD: start remote agents as `CMD HOST AGENT`, not over SSH
+  AgentLauncher launcher = AgentLauncher::kSsh;  // --launcher, with auto decided (launcher_choice.hpp)
   // --network-interface: one value per occurrence, as typed (comma lists unsplit: a leading '^' or '='
   // marks a whole list); syntax checked by NicFilter::parse, which turns them into the filter.
   std::vector<std::string> network_interfaces;

@@ -7,26 +7,12 @@
 
 #include "agent/error.hpp"
 #include "launcher/host_list.hpp"
+#include "tests/support/usage_error.hpp"
 
 using hvrun::HostSpec;
 using hvrun::UsageError;
+using hvrun::test::usage_error;
 using Hosts = std::vector<HostSpec>;
-
-namespace {
-
-// The message of the UsageError that `f` throws; fails the test when it throws nothing.
-template <typename F>
-std::string usage_error(F&& f) {
-  try {
-    f();
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  FAIL("no UsageError thrown");
-  return {};
-}
-
-}  // namespace
 
 TEST_CASE("-H parses host[:slots] lists in order", "[host_list]") {
   CHECK(hvrun::parse_host_list("a") == Hosts{{"a", 1}});

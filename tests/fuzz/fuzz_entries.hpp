@@ -39,6 +39,8 @@ void host_list(std::string_view input);
 void hostfile(std::string_view input);
 // launcher/nic_filter.hpp's NicFilter::parse; the input holds one --network-interface value per line.
 void nic_filter(std::string_view input);
+// launcher/slurm_host_list.hpp: the first line as a host list, the rest as task counts.
+void slurm_lists(std::string_view input);
 // agent/store_protocol.hpp's store::decode on the whole input (one store frame's payload).
 void store_protocol(std::string_view input);
 
@@ -50,6 +52,7 @@ struct Target {
 inline constexpr Target kTargets[] = {
     {"frame_decoder", frame_decoder}, {"control_message", control_message}, {"host_list", host_list},
     {"hostfile", hostfile},           {"nic_filter", nic_filter},           {"store_protocol", store_protocol},
+    {"slurm_lists", slurm_lists},
 };
 
 // libFuzzer's bytes as the string_view the parsers take.
