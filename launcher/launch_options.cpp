@@ -327,7 +327,8 @@ CliResult parse_command_line(int argc, const char* const* argv) {
   std::optional<SlurmAllocation> allocation;
   if (o.rsh_agent.empty() && (o.hosts.empty() || launcher == "auto" || launcher == "slurm"))
     allocation = slurm_allocation(process_environment());
-  if (o.hosts.empty()) o.hosts = allocation ? allocation->nodes : std::vector<HostSpec>{HostSpec{"localhost", np > 0 ? np : 1}};
+  if (o.hosts.empty())
+    o.hosts = allocation ? allocation->nodes : std::vector<HostSpec>{HostSpec{"localhost", np > 0 ? np : 1}};
   o.launcher = choose_launcher(launcher, !o.rsh_agent.empty(), allocation, o.hosts);
   return result;
 }

@@ -43,7 +43,7 @@ std::string slurp(const fs::path& p) {
 
 }  // namespace
 
-TEST_CASE("--rsh-agent: agents started by a command, no sshd, same launch and teardown", "[lab]") {
+TEST_CASE("remote shell (--rsh-agent): agents started by a command, no sshd, same launch and teardown", "[lab]") {
   if (auto why = Lab::unavailable_reason()) {
     WARN(*why);
     return;
@@ -91,7 +91,8 @@ TEST_CASE("--rsh-agent: agents started by a command, no sshd, same launch and te
     INFO("hvrun killed by SIGKILL: the commands and agents see their channel close, every rank is killed");
     const std::string marker = unique_marker();
     ChildProcess p(hvrun_rsh(lab, home,
-                             {"--verbose", "-H", h1 + ":2," + h2, "-x", marker, "sh", "-c", "echo ready; exec sleep 60"}));
+                             {"--verbose", "-H", h1 + ":2," + h2, "-x", marker, "sh", "-c",
+                              "echo ready; exec sleep 60"}));
     REQUIRE(p.wait_for_stdout("<stdout>:ready", 3, 60s));
     REQUIRE(wait_for_marker_count(marker, 3, 5s) >= 3);
     const auto agents = agent_pids(p.stderr_so_far());
@@ -111,7 +112,8 @@ TEST_CASE("--rsh-agent: agents started by a command, no sshd, same launch and te
   }
 }
 
-TEST_CASE("--rsh-agent on the command line: kept whole; hvrun's SSH options are refused with it", "[cli]") {
+TEST_CASE("remote shell (--rsh-agent) on the command line: kept whole; hvrun's SSH options are refused with it",
+          "[cli]") {
   auto parse = [](std::vector<const char*> args) {
     args.insert(args.begin(), "hvrun");
     return hvrun::parse_command_line(static_cast<int>(args.size()), args.data()).options;

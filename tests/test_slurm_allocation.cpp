@@ -135,7 +135,7 @@ TEST_CASE("the allocation comes from SLURM_JOB_NODELIST and SLURM_TASKS_PER_NODE
               "with -H instead");
 }
 
-TEST_CASE("--launcher: auto picks srun inside an allocation, contradictions are refused", "[slurm]") {
+TEST_CASE("launcher choice (--launcher): auto picks srun inside an allocation, contradictions are refused", "[slurm]") {
   const auto alloc = hvrun::slurm_allocation(env_of({{"SLURM_JOB_ID", "7"}, {"SLURM_JOB_NODELIST", "n[1-2]"}}));
   const std::optional<hvrun::SlurmAllocation> none;
   const Hosts in{{"n1", 1}, {"n2", 1}}, with_local{{"localhost", 1}, {"n2", 1}}, out{{"n1", 1}, {"x", 1}};

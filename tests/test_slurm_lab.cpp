@@ -65,13 +65,14 @@ TEST_CASE("Slurm: hvrun in salloc and sbatch takes the allocation, starts agents
     const std::string prefix = lab.var("LAB_PREFIX");
     CHECK_THAT(r.out, Catch::Contains("NODELIST=" + prefix + "-h[1-3]\n"));
     CHECK_THAT(r.out, Catch::Contains("# hvrun dry run: 6 ranks on 3 hosts"));
-    CHECK_THAT(r.out, Catch::Contains("# host " + h1 + ": slots 2, ranks 0-1\n# host " + h2 + ": slots 2, ranks 2-3\n# host " +
-                                      h3 + ": slots 2, ranks 4-5"));
+    CHECK_THAT(r.out, Catch::Contains("# host " + h1 + ": slots 2, ranks 0-1\n# host " + h2 +
+                                      ": slots 2, ranks 2-3\n# host " + h3 + ": slots 2, ranks 4-5"));
   }
   {
     INFO("salloc -N 3 -n 6 hvrun, no host flags: two ranks on each node, NIC discovery, agents by srun");
     auto r = run(slurm.on_login({"/usr/bin/env", home_env, "salloc", "-N", "3", "-n", "6", hvrun, "--verbose", "sh",
-                                 "-c", "echo H=$HVRUN_HOSTNAME I=$HVRUN_IFACE; [ $HVRUN_RANK = 5 ] && seq 1 20000; true"}),
+                                 "-c",
+                                 "echo H=$HVRUN_HOSTNAME I=$HVRUN_IFACE; [ $HVRUN_RANK = 5 ] && seq 1 20000; true"}),
                  90s);
     INFO(r.out << r.err);
     REQUIRE(r.exit_code == 0);
