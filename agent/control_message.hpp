@@ -54,7 +54,7 @@ struct ProbeResultMsg {
   std::string detail;  // strerror or what was wrong with the answer
 };
 
-// both ways, every heartbeat_ms / 4 when nothing else was sent.
+// both ways, every heartbeat_ms / 4 (whatever else is sent); every frame received rearms the watchdog.
 struct HeartbeatMsg {};
 
 // agent → launcher, first message: who and where the agent is.

@@ -1,6 +1,6 @@
 #include "agent/frame_channel.hpp"
 
-#include <utility>  // before Asio, see design notes
+#include <utility>  // before Asio: docs/DESIGN.md §8
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/write.hpp>

@@ -1,6 +1,6 @@
 #include "agent/probe_listener.hpp"
 
-#include <utility>  // before Asio, see design notes
+#include <utility>  // before Asio: docs/DESIGN.md §8
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ip/v6_only.hpp>

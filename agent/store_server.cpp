@@ -1,6 +1,6 @@
 #include "agent/store_server.hpp"
 
-#include <utility>  // before Asio, see design notes
+#include <utility>  // before Asio: docs/DESIGN.md §8
 #include <array>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>

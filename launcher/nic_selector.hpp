@@ -14,7 +14,7 @@
 
 namespace hvrun {
 
-// How one probe of one address ended (see the design notes, Probe).
+// How one probe of one address ended (docs/DESIGN.md §5.2).
 enum class ProbeOutcome {
   kOk,          // the right host answered with a valid HMAC
   kRefused,     // connection refused (RST): a firewall's REJECT, or nothing listening there
