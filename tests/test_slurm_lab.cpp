@@ -5,8 +5,10 @@
 #include <catch2/catch.hpp>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <thread>
 
@@ -117,6 +119,16 @@ TEST_CASE("Slurm: hvrun in salloc and sbatch takes the allocation, starts agents
     const std::string job_id = r.out.substr(0, r.out.find_first_of(";\n"));
     REQUIRE(wait_for_file(out, "<stdout>:ready", 6, 60s));
     CHECK(wait_for_marker_count(marker, 6, 5s) >= 6);
+    // The job secret (64 hex digits) is in no argv of the job: not srun's, not the agents'.
+    static const std::regex hex64("[0-9a-f]{64}");
+    const auto job_processes = processes_with_marker(marker);
+    CHECK(job_processes.size() >= 12);  // batch script, hvrun, 2 srun, 3 agents, 6 ranks (less the exec'd)
+    for (const pid_t pid : job_processes) {
+      std::string cmdline = slurp("/proc/" + std::to_string(pid) + "/cmdline");
+      std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+      INFO(pid << ": " << cmdline);
+      CHECK_FALSE(std::regex_search(cmdline, hex64));
+    }
     auto cancel = run(slurm.on_login({"scancel", job_id}), 30s);
     REQUIRE(cancel.exit_code == 0);
     const auto left = wait_until_gone(marker, 15s);

@@ -32,7 +32,8 @@ SlurmCluster::SlurmCluster(const Lab& lab)
     : prefix_(lab.var("LAB_PREFIX")), conf_("/tmp/" + prefix_ + "-slurm/slurm.conf") {
   // A cluster left by a killed run of this test goes first.
   run({script(), "down"}, 60s, env_of(prefix_));
-  auto up = run({script(), "up"}, 120s, env_of(prefix_));
+  // Generous: on a fresh machine up installs Slurm's packages first.
+  auto up = run({script(), "up"}, 600s, env_of(prefix_));
   if (up.exit_code != 0) {
     run({script(), "down"}, 60s, env_of(prefix_));
     throw std::runtime_error("slurm_lab.sh up failed (" + std::to_string(up.exit_code) + "): " + up.out + up.err);
