@@ -3,7 +3,7 @@
 #include <charconv>
 #include <cstdint>
 #include <limits>
-#include <set>
+#include <unordered_set>
 
 #include "agent/error.hpp"
 
@@ -119,7 +119,8 @@ std::vector<std::string> expand_slurm_host_list(std::string_view list, const std
     pos = end;
   }
   if (out.empty()) fail(where, list, "no host names");
-  std::set<std::string_view> seen;
+  std::unordered_set<std::string_view> seen;
+  seen.reserve(out.size());
   for (const auto& n : out)
     if (!seen.insert(n).second) fail(where, list, "node '" + n + "' is listed twice");
   return out;

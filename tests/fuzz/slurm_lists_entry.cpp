@@ -3,8 +3,10 @@
 // Their documented failure is UsageError. Checked besides, on what they accept:
 //   - at most kMaxSlurmListSize entries; names non-empty, unique, free of blanks, control characters,
 //     commas and brackets (each one is usable as a host name); counts positive;
-//   - the names joined with commas, and the counts written one by one, expand to the same lists.
-#include <set>
+//   - the names joined with commas, and the counts written one by one, expand to the same lists (for
+//     lists of up to kRoundTripMax entries: the property is the same for longer ones, and re-expanding
+//     100000 names under the sanitizers costs seconds per input).
+#include <unordered_set>
 #include <string>
 #include <vector>
 
@@ -16,6 +18,8 @@ namespace hvrun::fuzz {
 
 namespace {
 
+constexpr std::size_t kRoundTripMax = 2000;
+
 void check_names(std::string_view input) {
   std::vector<std::string> names;
   try {
@@ -24,7 +28,8 @@ void check_names(std::string_view input) {
     return;
   }
   expect(!names.empty() && names.size() <= kMaxSlurmListSize, std::to_string(names.size()) + " names accepted");
-  std::set<std::string> seen;
+  std::unordered_set<std::string_view> seen;
+  seen.reserve(names.size());
   std::string joined;
   for (const auto& n : names) {
     expect(!n.empty(), "an empty name was accepted");
@@ -36,6 +41,7 @@ void check_names(std::string_view input) {
     expect(seen.insert(n).second, "name '" + n + "' expanded twice");
     joined += (joined.empty() ? "" : ",") + n;
   }
+  if (names.size() > kRoundTripMax) return;
   try {
     expect(expand_slurm_host_list(joined, "fuzz") == names, "the names written back expand differently");
   } catch (const UsageError& e) {
@@ -56,6 +62,7 @@ void check_counts(std::string_view input) {
     expect(c > 0, "count " + std::to_string(c) + " accepted");
     written += (written.empty() ? "" : ",") + std::to_string(c);
   }
+  if (counts.size() > kRoundTripMax) return;
   try {
     expect(expand_slurm_counts(written, "fuzz") == counts, "the counts written back expand differently");
   } catch (const UsageError& e) {
