@@ -6,6 +6,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "launcher/check_html.hpp"
+#include "launcher/check_matrix.hpp"
+#include "launcher/check_summary.hpp"
+#include "launcher/text_layout.hpp"
+#include "launcher/verdict_groups.hpp"
+
 namespace hvrun {
 
 namespace {
@@ -52,7 +58,9 @@ bool selects_exactly(const NicFilter& f, const HostCheck& h, bool single_host) {
   return true;
 }
 
-bool filter_left_out(const SkippedNic& s) { return s.why.find("--network-interface") != std::string::npos; }
+bool filter_left_out(const SkippedNic& s) {
+  return s.reason == SkipReason::kExcluded || s.reason == SkipReason::kNotNamed || s.reason == SkipReason::kNoAddressInSubnet;
+}
 
 }  // namespace
 
@@ -94,7 +102,7 @@ ToolSettings CheckReport::settings() const {
   return out;
 }
 
-std::string CheckReport::text() const {
+std::string CheckReport::listing() const {
   std::string out = "hvrun --check-only: " + std::to_string(in_.hosts.size()) +
                     (in_.hosts.size() == 1 ? " host" : " hosts") + ", probes took " +
                     std::to_string(in_.probe_time.count()) + " ms\n";
@@ -161,6 +169,12 @@ std::string CheckReport::text() const {
   return out;
 }
 
+std::string CheckReport::summary(std::size_t width) const { return check_summary(in_, settings(), width); }
+
+std::string CheckReport::matrix(bool colour, std::size_t width) const { return matrix_text(in_, colour, width); }
+
+std::string CheckReport::html() const { return check_html(in_, summary(kDefaultReportWidth)); }
+
 std::string CheckReport::json() const {
   using json = nlohmann::ordered_json;  // keys in the documented order: "ok" first
   json hosts = json::array();
@@ -209,10 +223,17 @@ std::string CheckReport::json() const {
                      {"nccl_socket_ifname", nccl},
                      {"open_mpi_if_include", s.shared_subnet ? json(s.shared_subnet->text()) : json(nullptr)}};
   }
-  const json doc{{"ok", all_usable()},
-                 {"probe_ms", in_.probe_time.count()},
-                 {"hosts", hosts},
-                 {"settings", settings_json}};
+  json one_way = json::array();
+  for (const OneWayPair& p : one_way_pairs(in_))
+    one_way.push_back({{"from", in_.hosts[p.from].host}, {"to", in_.hosts[p.to].host}, {"outcome", to_string(p.outcome)}});
+  json grouped = json::array();
+  for (const HostCheck& h : in_.hosts)
+    for (const NicVerdict& v : h.selection.nics)
+      grouped.push_back({{"host", h.host}, {"interface", v.iface}, {"address", v.address}, {"verdict", grouped_outcomes(v)}});
+  const json doc{{"ok", all_usable()},          {"probe_ms", in_.probe_time.count()},
+                 {"hosts", hosts},              {"settings", settings_json},
+                 {"not_ready", not_ready_lines(in_)}, {"one_way", one_way},
+                 {"grouped", grouped}};
   return doc.dump(2) + "\n";
 }
 

@@ -43,10 +43,20 @@ class CheckReport {
   bool all_usable() const;
   int exit_code() const { return all_usable() ? 0 : 1; }
 
-  // For people: per host the SSH result and agent version; per NIC its address, one word per peer
+  // For people, short at any size (check_summary.hpp): the verdict and what is wrong first, one line
+  // per host, the settings, the traps grouped; lines of at most `width` columns.
+  std::string summary(std::size_t width) const;
+
+  // --verbose: per host the SSH result and agent version; per NIC its address, one word per peer
   // (ok, timeout, ...) and the reason for failures; what was not considered and why; the choice per
   // host; then either the settings for other tools or why_unusable().
-  std::string text() const;
+  std::string listing() const;
+
+  // --matrix: who reaches whom, one character per host pair (check_matrix.hpp).
+  std::string matrix(bool colour, std::size_t width) const;
+
+  // --report FILE: one self-contained HTML page (check_html.hpp).
+  std::string html() const;
 
   // For programs, indented JSON:
   //   {"ok": bool, "probe_ms": int,
@@ -56,7 +66,11 @@ class CheckReport {
   //                               "peers": [{"host": str, "outcome": str|null}]}],
   //               "selected": {"interface": str, "address": str, "why": str} | null}],
   //    "settings": {"network_interface": str, "nccl_socket_ifname": {host: str},
-  //                 "open_mpi_if_include": str|null} | null}
+  //                 "open_mpi_if_include": str|null} | null,
+  //    "not_ready": [str],                       // one line per host without a usable NIC (summary)
+  //    "one_way": [{"from": str, "to": str, "outcome": str}],  // from -> to fails, to -> from is ok
+  //    "grouped": [{"host": str, "interface": str, "address": str, "verdict": str}]}  // every candidate:
+  //                                               // "ok from all 31 hosts", "timeout from b (ok from the other 2)"
   // "hosts" in -H order; "interfaces" in the kernel's order, NICs that were not probed included
   // (usable false, the reason why not); "settings" null unless "ok".
   std::string json() const;

@@ -28,7 +28,9 @@
 #include "agent/rank_process.hpp"
 #include "hvrun/version.hpp"
 #include "launcher/host_locality.hpp"
+#include "launcher/check_html.hpp"
 #include "launcher/check_report.hpp"
+#include "launcher/text_layout.hpp"
 #include "launcher/local_agent.hpp"
 #include "launcher/nic_filter.hpp"
 #include "launcher/nic_selector.hpp"
@@ -522,8 +524,20 @@ struct Job::Impl {
 
   void report_check() {
     const CheckReport r = report();
-    write_fully(1, options.json ? r.json() + "\n" : r.text());
     exit_code = r.exit_code();
+    if (!options.report_file.empty()) {
+      try {
+        write_report_file(options.report_file, r.html());
+      } catch (const Error& e) {
+        spdlog::error("hvrun: {}", e.what());
+        exit_code = kExitLaunchFailed;
+      }
+    }
+    const std::size_t width = terminal_width(1);
+    write_fully(1, options.json      ? r.json() + "\n"
+                   : options.matrix  ? r.matrix(::isatty(1) == 1, width)
+                   : options.verbose ? r.listing()
+                                     : r.summary(width));
     failure_reported = true;
     shut_down();
   }

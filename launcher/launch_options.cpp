@@ -249,6 +249,9 @@ CliResult parse_command_line(int argc, const char* const* argv) {
   app.add_flag("--dry-run", o.dry_run, "Print the plan and the rank environment; start nothing");
   app.add_flag("--check-only", o.check_only, "Connect, probe and pick NICs, then report; no command needed");
   app.add_flag("--json", o.json, "With --check-only: print the report as JSON");
+  app.add_flag("--matrix", o.matrix, "With --check-only: draw who reaches whom, one character per host pair");
+  app.add_option("--report", o.report_file, "With --check-only: also write the report as one HTML page to FILE")
+      ->type_name("FILE");
   app.add_option("--probe-timeout", probe_timeout, "Seconds one NIC probe may take (default 1)")
       ->transform(seconds(false))
       ->type_name("SECONDS");
@@ -297,6 +300,10 @@ CliResult parse_command_line(int argc, const char* const* argv) {
         throw UsageError(label_of(*ssh_only) + " applies to hvrun's own SSH, which --rsh-agent replaces; put it in "
                          "the --rsh-agent command instead (e.g. --rsh-agent 'ssh -p 2222')");
   }
+  if (o.matrix && !o.check_only) throw UsageError("--matrix only applies to --check-only; add --check-only or drop --matrix");
+  if (!o.report_file.empty() && !o.check_only)
+    throw UsageError("--report only applies to --check-only; add --check-only or drop --report");
+  if (o.matrix && o.json) throw UsageError("--matrix and --json exclude each other (JSON has every pair); give one of them");
   if (o.command.empty() && !o.check_only) {
     throw UsageError("no command given: hvrun [options] command [args...]");
   }

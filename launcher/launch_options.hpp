@@ -39,6 +39,8 @@ struct LaunchOptions {
   bool dry_run = false;
   bool check_only = false;
   bool json = false;                 // --json: --check-only prints JSON
+  bool matrix = false;               // --matrix: --check-only draws who reaches whom
+  std::string report_file;           // --report FILE: --check-only also writes an HTML page there
   std::chrono::milliseconds probe_timeout{1'000};  // --probe-timeout: bounds one probe
   std::vector<std::string> command;  // argv of each rank
 };

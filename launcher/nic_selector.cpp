@@ -26,24 +26,25 @@ std::string join(const std::vector<std::string>& items, std::string_view sep = "
 // The addresses `nic` offers, or why it offers none.
 struct Candidacy {
   std::vector<std::string> addresses;
-  std::string why_not;
+  std::optional<SkipReason> why_not;
 };
 
 Candidacy candidacy(const InterfaceInfo& nic, const NicFilter& filter, bool single_host) {
   if (!filter.allows(nic)) {
     const bool named = !filter.has_inclusions() || filter.order(nic).has_value();
-    return {{}, named ? "excluded by --network-interface" : "not named by --network-interface"};
+    return {{}, named ? SkipReason::kExcluded : SkipReason::kNotNamed};
   }
-  if (nic.loopback && !single_host) return {{}, "loopback: reaches only its own host"};
-  if (!nic.up) return {{}, "down"};
-  if (!nic.running) return {{}, "no carrier (up but not running)"};
-  std::vector<std::string> v4, v6, link_local;
+  if (nic.loopback && !single_host) return {{}, SkipReason::kLoopback};
+  if (!nic.up) return {{}, SkipReason::kDown};
+  if (!nic.running) return {{}, SkipReason::kNoCarrier};
+  std::vector<std::string> v4, v6;
+  bool link_local = false;
   for (const auto& a : nic.addresses) {
     if (!filter.admits_address(nic, a)) continue;
     if (is_ipv4_address(a)) {
       v4.push_back(a);
     } else if (is_ipv6_link_local(a)) {
-      link_local.push_back(a);
+      link_local = true;
     } else if (is_ip_address(a)) {
       v6.push_back(a);
     }
@@ -54,10 +55,9 @@ Candidacy candidacy(const InterfaceInfo& nic, const NicFilter& filter, bool sing
   if (!v6.empty()) ordered.push_back(v6.front());
   for (std::size_t i = 1; i < v4.size(); ++i) ordered.push_back(v4[i]);
   for (std::size_t i = 1; i < v6.size(); ++i) ordered.push_back(v6[i]);
-  if (ordered.empty()) ordered = link_local;
   if (ordered.size() > kMaxAddressesPerNic) ordered.resize(kMaxAddressesPerNic);
-  if (ordered.empty()) return {{}, "no address inside the subnets of --network-interface"};
-  return {ordered, {}};
+  if (ordered.empty()) return {{}, link_local ? SkipReason::kLinkLocalOnly : SkipReason::kNoAddressInSubnet};
+  return {ordered, std::nullopt};
 }
 
 std::string nic_list(const std::vector<InterfaceInfo>& nics) {
@@ -288,6 +288,36 @@ const char* to_string(ProbeOutcome outcome) {
   return "?";
 }
 
+const char* to_string(SkipReason reason) {
+  switch (reason) {
+    case SkipReason::kNotOffered: return "not-offered";
+    case SkipReason::kExcluded: return "excluded";
+    case SkipReason::kNotNamed: return "not-named";
+    case SkipReason::kLoopback: return "loopback";
+    case SkipReason::kDown: return "down";
+    case SkipReason::kNoCarrier: return "no-carrier";
+    case SkipReason::kLinkLocalOnly: return "link-local-only";
+    case SkipReason::kBridgePort: return "bridge-port";
+    case SkipReason::kNoAddressInSubnet: return "no-address-in-subnet";
+  }
+  return "?";
+}
+
+const char* skip_reason_text(SkipReason reason) {
+  switch (reason) {
+    case SkipReason::kNotOffered: return "not offered for probing";
+    case SkipReason::kExcluded: return "excluded by --network-interface";
+    case SkipReason::kNotNamed: return "not named by --network-interface";
+    case SkipReason::kLoopback: return "loopback: reaches only its own host";
+    case SkipReason::kDown: return "down";
+    case SkipReason::kNoCarrier: return "no carrier (up but not running)";
+    case SkipReason::kLinkLocalOnly: return "link-local addresses only: scoped to one link, not routable between hosts";
+    case SkipReason::kBridgePort: return "a port of a bridge: the bridge carries its traffic";
+    case SkipReason::kNoAddressInSubnet: return "no address inside the subnets of --network-interface";
+  }
+  return "?";
+}
+
 bool has_virtual_name(const std::string& iface) {
   static constexpr std::array<std::string_view, 11> kPrefixes{
       "docker", "veth", "virbr", "br-", "vnet", "cni", "flannel", "cali", "lxcbr", "lxdbr", "podman"};
@@ -356,9 +386,9 @@ std::vector<HostSelection> select_nics(const std::vector<HostInventory>& hosts, 
       for (const ProbeTarget& t : targets)
         if (t.host == h && t.iface == nic.name) addresses.push_back(t.address);
       if (addresses.empty()) {
-        std::string why = candidacy(nic, filter, single_host).why_not;
-        sel.skipped.push_back({nic.name, nic.addresses.empty() ? "" : nic.addresses.front(),
-                               why.empty() ? "not offered for probing" : why});
+        const SkipReason why = candidacy(nic, filter, single_host).why_not.value_or(SkipReason::kNotOffered);
+        sel.skipped.push_back(
+            {nic.name, nic.addresses.empty() ? "" : nic.addresses.front(), skip_reason_text(why), why});
         continue;
       }
       const auto found = about.find({h, nic.name});

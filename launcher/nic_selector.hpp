@@ -74,11 +74,28 @@ struct NicVerdict {
   std::string reason;
 };
 
+// Why a NIC of a host is not a candidate. Data, so that reports can say the same reason once for every
+// host that has it; skip_reason_text() gives the words.
+enum class SkipReason {
+  kNotOffered,         // no other reason known
+  kExcluded,           // an exclusion of --network-interface matches it
+  kNotNamed,           // --network-interface has inclusions and none matches it
+  kLoopback,           // loopback with several hosts: reaches only its own host
+  kDown,               // administratively down
+  kNoCarrier,          // up but not running: no cable, no link partner
+  kLinkLocalOnly,      // only link-local addresses: scoped to one link, named by the owner's interface
+  kBridgePort,         // enslaved to a bridge: its traffic is the bridge's, the bridge is the candidate
+  kNoAddressInSubnet,  // --network-interface names subnets and none of its addresses is inside one
+};
+const char* to_string(SkipReason reason);  // a short key: "link-local-only", "no-carrier", ...
+const char* skip_reason_text(SkipReason reason);  // the words: "no carrier (up but not running)", ...
+
 // A NIC of a host that was not a candidate, and why ("loopback", "down", "excluded by ...").
 struct SkippedNic {
   std::string iface;
   std::string address;  // its first address, for reports
-  std::string why;
+  std::string why;      // skip_reason_text(reason), or a more particular sentence
+  SkipReason reason = SkipReason::kNotOffered;
 };
 
 struct NicChoice {
@@ -99,8 +116,9 @@ inline constexpr std::size_t kMaxAddressesPerNic = 4;
 
 // The addresses each host offers to be probed: those of NICs that are up and running and pass the
 // filter, never loopback unless `single_host`; per NIC its IPv4 addresses and global IPv6 ones (the
-// first of each family first), link-local IPv6 only when the NIC has nothing else; at most
-// kMaxAddressesPerNic. With one host nobody probes; its targets still name its candidates.
+// first of each family first), at most kMaxAddressesPerNic. Link-local IPv6 addresses are never offered:
+// a NIC with nothing else is skipped (SkipReason::kLinkLocalOnly), since such an address is scoped to
+// one link and the prober would have to name its own interface on that link. With one host nobody probes; its targets still name its candidates.
 // Throws UsageError when the filter has inclusions and a host has no NIC matching any of them:
 // "--network-interface: host b has no NIC matching 'enp6s0' (it has: eth1, docker0, lo)". A host
 // lacking some of several names is fine: `enp6s0,enp5s0` is how differing names are given.

@@ -19,8 +19,10 @@
 #                   through (lab.sh's own errors, e.g. a bad index, exit 125).
 #   cut I / uncut I drop (iptables DROP, INPUT and OUTPUT, IPv4 and IPv6) all traffic of host I on
 #                   every NIC but lo — a pulled cable — / undo it.
-#   oneway I J      host I drops everything it receives from host J (matched by J's NIC MAC
-#                   addresses, so every NIC and both IP families) except TCP to or from LAB_PORT.
+#   oneway I J      host I drops every connection host J opens to it (matched by J's NIC MAC
+#                   addresses, so every NIC and both IP families) except TCP to or from LAB_PORT;
+#                   replies to connections host I opens pass (conntrack), as behind a host firewall
+#                   that blocks J inbound: I -> J works, J -> I times out.
 #   oneway-clear I  remove host I's oneway rules.
 #   ssh-stop I / ssh-start I   stop / start host I's sshd (existing sessions are left alone).
 #   rekey I         new host key for host I and restart its sshd (LAB_KNOWN_HOSTS keeps the old key,
@@ -747,11 +749,12 @@ cmd_oneway() {
     nic_mac mac "$kind" "$j"
     rules+=$'\n'"-A LAB-ONEWAY -m mac --mac-source $mac -p tcp --dport $LAB_PORT -j RETURN"
     rules+=$'\n'"-A LAB-ONEWAY -m mac --mac-source $mac -p tcp --sport $LAB_PORT -j RETURN"
+    rules+=$'\n'"-A LAB-ONEWAY -m mac --mac-source $mac -m conntrack --ctstate ESTABLISHED,RELATED -j RETURN"
     rules+=$'\n'"-A LAB-ONEWAY -m mac --mac-source $mac -j DROP"
   done
   rules+=$'\nCOMMIT'
   ipt_apply "$1" "$rules"
-  log "oneway: host $1 drops everything from host $j except TCP port $LAB_PORT"
+  log "oneway: host $1 drops connections from host $j except TCP port $LAB_PORT; its own connections to $j work"
 }
 
 cmd_oneway_clear() {

@@ -15,6 +15,8 @@ packages=(
   libssh-dev libboost-dev libcli11-dev libspdlog-dev nlohmann-json3-dev catch2 libgloo-dev libssl-dev
   # tests and the network-namespace lab
   openssh-server openssh-client iproute2 iptables procps util-linux
+  # the --check-only HTML page, opened headless and screenshotted (pixels read by python3)
+  chromium python3
 )
 
 # shellcheck source=lib/packages.sh

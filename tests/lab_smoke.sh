@@ -99,22 +99,28 @@ expect_eq "cut 1: host 1 cannot reach host 2" 124 "$(connect_rc 1 "${FABRIC[2]}"
 expect_eq "uncut 1: host 1 reachable again" 0 "$(connect_rc 0 "${FABRIC[1]}" "$LAB_PORT")"
 expect_eq "uncut 1: ssh to host 1 works" "${H[1]}" "$(on 0 "${H[1]}" hostname 2>&1)"
 
-# oneway 1 0: host 1 ignores host 0 except SSH (needs a TCP listener: python3).
+# oneway 1 0: host 1 refuses connections from host 0 except SSH, its own to host 0 work (needs TCP
+# listeners: python3).
 if command -v python3 >/dev/null 2>&1; then
-  "$LAB" exec 1 python3 -c 'import socket,time
+  listen_py='import socket,time
 s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("0.0.0.0", 5999)); s.listen(16); time.sleep(30)' &
+s.bind(("0.0.0.0", 5999)); s.listen(16); time.sleep(30)'
+  "$LAB" exec 1 python3 -c "$listen_py" &
   listener=$!
+  "$LAB" exec 0 python3 -c "$listen_py" &
+  listener0=$!
   for _ in $(seq 50); do [[ $(connect_rc 2 "${FABRIC[1]}" 5999) == 0 ]] && break; sleep 0.1; done
+  for _ in $(seq 50); do [[ $(connect_rc 2 "${FABRIC[0]}" 5999) == 0 ]] && break; sleep 0.1; done
   "$LAB" oneway 1 0
   expect_eq "oneway 1 0: host 0 -> host 1 port 5999 times out" 124 "$(connect_rc 0 "${FABRIC[1]}" 5999)"
   expect_eq "oneway 1 0: host 2 -> host 1 port 5999 works" 0 "$(connect_rc 2 "${FABRIC[1]}" 5999)"
+  expect_eq "oneway 1 0: host 1 -> host 0 port 5999 works (replies pass)" 0 "$(connect_rc 1 "${FABRIC[0]}" 5999)"
   if on 0 -s "${H[1]}" sftp >/dev/null 2>&1; then pass "oneway 1 0: ssh host 0 -> host 1 still works"; else
     fail "oneway 1 0: ssh host 0 -> host 1 blocked"; fi
   "$LAB" oneway-clear 1
   expect_eq "oneway-clear 1: host 0 -> host 1 port 5999 works" 0 "$(connect_rc 0 "${FABRIC[1]}" 5999)"
-  kill "$listener" 2>/dev/null || true
-  wait "$listener" 2>/dev/null || true
+  kill "$listener" "$listener0" 2>/dev/null || true
+  wait "$listener" "$listener0" 2>/dev/null || true
 else
   echo "note: python3 not found; oneway check skipped"
 fi

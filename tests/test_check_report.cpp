@@ -115,7 +115,7 @@ TEST_CASE("check report, all usable: text names every NIC, the peers' words, rea
   CHECK(report.all_usable());
   CHECK(report.exit_code() == 0);
   CHECK(report.why_unusable().empty());
-  const std::string text = report.text();
+  const std::string text = report.listing();
   CAPTURE(text);
   CHECK_THAT(text, Contains("hvrun --check-only: 4 hosts, probes took 1012 ms\n"));
   CHECK_THAT(text, Contains("\na: ssh ok, agent 0.1.0\n"));
@@ -160,7 +160,7 @@ TEST_CASE("check report settings: the suggested filter selects exactly the chose
     in.hosts[1].selection.selected->iface = "eth1";
     const CheckReport report(in);
     CHECK(report.settings().network_interface == "--network-interface =eth1");
-    CHECK_THAT(report.text(), Contains("  NCCL_SOCKET_IFNAME==eth1 (every host)\n"));
+    CHECK_THAT(report.listing(), Contains("  NCCL_SOCKET_IFNAME==eth1 (every host)\n"));
   }
   SECTION("a chosen name that is another host's unusable NIC: the shared subnet instead") {
     CheckInput in = lab_check(2);
@@ -237,7 +237,7 @@ TEST_CASE("why nothing is usable: per failing host the NICs' reasons, then what 
           "wlp5s0 192.168.77.10: no route from b, c, d; "
           "eth9 10.88.0.10: no answer within 1 s from b, c, d: packets dropped?\n"
           "what to try: check firewalls between a and c (both directions)\n");
-    const std::string text = report.text();
+    const std::string text = report.listing();
     CHECK_THAT(text, Contains("  a  none: no usable NIC\n"));
     CHECK_THAT(text, Contains("  eth1     10.77.0.10     b ok, c timeout, d ok  UNUSABLE\n"));
     CHECK_THAT(text, Contains(why));
@@ -262,7 +262,7 @@ TEST_CASE("why nothing is usable: per failing host the NICs' reasons, then what 
     CHECK(report.why_unusable() ==
           "b: ssh failed: ssh b: connection refused (port 2222)\n"
           "no usable NIC on c: no NIC to probe (lo: loopback: reaches only its own host; enp5s0: down)\n");
-    CHECK_THAT(report.text(), Contains("\nb: ssh failed: ssh b: connection refused (port 2222)\n"));
-    CHECK_THAT(report.text(), Contains("  b  none: ssh failed\n"));
+    CHECK_THAT(report.listing(), Contains("\nb: ssh failed: ssh b: connection refused (port 2222)\n"));
+    CHECK_THAT(report.listing(), Contains("  b  none: ssh failed\n"));
   }
 }

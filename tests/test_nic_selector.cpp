@@ -13,6 +13,7 @@ using hvrun::NicFilter;
 using hvrun::NicVerdict;
 using hvrun::ProbeOutcome;
 using hvrun::ProbeTarget;
+using hvrun::SkipReason;
 using hvrun::test::fabric_name;
 using hvrun::test::lab_hosts;
 using hvrun::test::lab_probe;
@@ -79,7 +80,7 @@ TEST_CASE("probe targets: candidates' addresses, IPv4 first, no loopback, no nee
       {1, "wlp5s0", "192.168.77.11"}, {1, "eth9", "10.88.0.11"}};
   CHECK(targets == expected);
 
-  SECTION("down, not running, excluded NICs offer nothing; link-local only when nothing else") {
+  SECTION("down, not running, excluded and link-local-only NICs offer nothing") {
     auto h = lab_hosts(2);
     h[0].interfaces[3].up = false;       // wlp5s0
     h[0].interfaces[4].running = false;  // eth9
@@ -88,7 +89,16 @@ TEST_CASE("probe targets: candidates' addresses, IPv4 first, no loopback, no nee
     Strings on_a;
     for (const auto& x : t)
       if (x.host == 0) on_a.push_back(x.iface + " " + x.address);
-    CHECK(on_a == Strings{"eth1 10.77.0.10", "eth1 fd77::10", "eth7 fe80::7%eth7"});
+    CHECK(on_a == Strings{"eth1 10.77.0.10", "eth1 fd77::10"});
+    const auto sel = hvrun::select_nics(h, t, lab_probe(h, t), NicFilter::parse({"^docker"}), false);
+    std::vector<std::pair<std::string, SkipReason>> skipped;
+    for (const auto& s : sel[0].skipped) skipped.emplace_back(s.iface, s.reason);
+    CHECK(skipped == std::vector<std::pair<std::string, SkipReason>>{{"lo", SkipReason::kLoopback},
+                                                                      {"docker0", SkipReason::kExcluded},
+                                                                      {"wlp5s0", SkipReason::kDown},
+                                                                      {"eth9", SkipReason::kNoCarrier},
+                                                                      {"eth7", SkipReason::kLinkLocalOnly}});
+    CHECK(sel[0].skipped.back().why == "link-local addresses only: scoped to one link, not routable between hosts");
   }
   SECTION("a subnet inclusion offers only the addresses inside it") {
     const auto t = hvrun::probe_targets(hosts, NicFilter::parse({"fd77::/64"}), false);
