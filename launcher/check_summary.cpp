@@ -103,11 +103,22 @@ void collect_traps(const CheckInput& in, std::vector<Trap>& probed, std::vector<
       t.words = none ? trap_words(in, t, v) : verdict_words(in, v);
     }
     for (const SkippedNic& s : h.selection.skipped) {
-      const auto [it, added] = seen_skipped.try_emplace({s.iface, s.why}, skipped.size());
-      if (added) skipped.push_back({s.iface, s.why, {}, {}, {}});
+      // By the reason's data, not its words: `why` may carry one NIC's details ("enslaved to docker0").
+      const std::string words = s.reason == SkipReason::kNotOffered ? s.why : skip_reason_text(s.reason);
+      const auto [it, added] = seen_skipped.try_emplace({s.iface, words}, skipped.size());
+      if (added) skipped.push_back({s.iface, words, {}, {}, {}});
       skipped[it->second].hosts.push_back(h.host);
     }
   }
+}
+
+// `listed` when it is short; else the first few of `items` and how many more (a Docker host's
+// hundreds of container veths are one reason, not hundreds of names).
+std::string capped(const std::vector<std::string>& items, const std::string& listed) {
+  constexpr std::size_t kNamed = 4;
+  if (listed.size() <= 160 || items.size() <= kNamed) return listed;
+  const std::vector<std::string> first(items.begin(), items.begin() + kNamed);
+  return join_words(first) + " and " + std::to_string(items.size() - kNamed) + " more";
 }
 
 std::string host_settings_lines(const ToolSettings& s, std::size_t width) {
@@ -280,9 +291,11 @@ std::string check_summary(const CheckInput& in, const ToolSettings& settings, st
     else particular_skips[t.words].push_back(t.iface + " on " + fold_names(t.hosts));
   }
   for (const auto& r : reasons) {
-    if (shared_skips.count(r)) shared += wrap_line("  not considered: " + join_words(shared_skips[r]) + ": " + r, width, 6);
+    if (shared_skips.count(r))
+      shared += wrap_line("  not considered: " + capped(shared_skips[r], fold_names(shared_skips[r])) + ": " + r, width, 6);
     if (particular_skips.count(r))
-      particular += wrap_line("  not considered: " + join_words(particular_skips[r], "; ") + ": " + r, width, 6);
+      particular += wrap_line(
+          "  not considered: " + capped(particular_skips[r], join_words(particular_skips[r], "; ")) + ": " + r, width, 6);
   }
   if (!shared.empty()) out += "\non every host, not used:\n" + shared;
   if (!particular.empty()) out += "\nalso not used:\n" + particular;

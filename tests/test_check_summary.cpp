@@ -160,6 +160,20 @@ TEST_CASE("a NIC nobody reaches is one trap, however its failures split by timin
   CHECK_THAT(text, !Contains("also not used"));
 }
 
+TEST_CASE("hundreds of NICs skipped for one reason cost one line", "[check_summary]") {
+  auto hosts = hosts_of(4);
+  for (auto& h : hosts)
+    for (int i = 0; i < 200; ++i) {
+      auto veth = make_nic("veth" + std::to_string(i * 7919 % 100000) + "x", {"fe80::" + std::to_string(i) + "%v"}, {64});
+      h.interfaces.push_back(std::move(veth));
+    }
+  const std::string text = CheckReport(check_of(hosts)).summary(100);
+  INFO(text);
+  CHECK(lines_of(text).size() <= 30);
+  CHECK_THAT(text, Contains("  not considered: vethdk0, veth0x, veth7919x, veth15838x and 197 more: link-local addresses "
+                            "only"));
+}
+
 TEST_CASE("the summary of 32 hosts with a one-way firewall names the pair on its first screen", "[check_summary]") {
   // node6 cannot open connections to node5; node5's to node6 work (a host firewall on node5).
   const CheckReport report(check_of(hosts_of(32), [](std::size_t from, std::size_t to) { return from == 6 && to == 5; }));
