@@ -34,8 +34,9 @@ std::vector<std::vector<ReachCell>> reach_cells(const CheckInput& in, const NicP
   for (std::size_t i = 0; i < n; ++i)
     if (!in.hosts[i].ssh_error) nics[i] = pick(in.hosts[i]);
   std::vector<std::vector<ReachCell>> cells(n, std::vector<ReachCell>(n));
-  for (std::size_t from = 0; from < n; ++from) {
-    for (std::size_t to = 0; to < n; ++to) {
+  for (std::size_t to = 0; to < n; ++to) {
+    const auto views = nics[to] != nullptr ? views_by_host(in, *nics[to]) : std::vector<const PeerView*>(n, nullptr);
+    for (std::size_t from = 0; from < n; ++from) {
       ReachCell& c = cells[from][to];
       c.nic = nics[to];
       if (from == to) {
@@ -43,13 +44,9 @@ std::vector<std::vector<ReachCell>> reach_cells(const CheckInput& in, const NicP
         continue;
       }
       if (nics[to] == nullptr || in.hosts[from].ssh_error) continue;  // kNoNic
-      for (const PeerView& p : nics[to]->peers) {
-        if (p.peer_host != in.hosts[from].host) continue;
-        c.view = &p;
-        c.kind = p.outcome ? ReachCell::Kind::kProbed : ReachCell::Kind::kNotProbed;
-        if (p.outcome) c.outcome = *p.outcome;
-      }
-      if (c.view == nullptr) c.kind = ReachCell::Kind::kNotProbed;
+      c.view = views[from];
+      c.kind = c.view != nullptr && c.view->outcome ? ReachCell::Kind::kProbed : ReachCell::Kind::kNotProbed;
+      if (c.kind == ReachCell::Kind::kProbed) c.outcome = *c.view->outcome;
     }
   }
   return cells;

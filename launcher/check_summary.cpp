@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <string_view>
 
 #include "agent/duration_text.hpp"
 #include "launcher/host_names.hpp"
@@ -22,12 +23,6 @@ std::size_t ok_count(const NicVerdict& v) {
   return static_cast<std::size_t>(std::count_if(v.peers.begin(), v.peers.end(), [](const PeerView& p) {
     return p.outcome == ProbeOutcome::kOk;
   }));
-}
-
-std::optional<ProbeOutcome> outcome_from(const NicVerdict& v, const std::string& peer) {
-  for (const PeerView& p : v.peers)
-    if (p.peer_host == peer) return p.outcome;
-  return std::nullopt;
 }
 
 bool ready(const HostCheck& h) { return !h.ssh_error && h.selection.selected.has_value(); }
@@ -196,16 +191,35 @@ const NicVerdict* shown_nic(const HostCheck& h) {
   return best;
 }
 
+std::vector<const PeerView*> views_by_host(const CheckInput& in, const NicVerdict& verdict) {
+  std::map<std::string_view, std::size_t> index;
+  for (std::size_t i = 0; i < in.hosts.size(); ++i) index.emplace(in.hosts[i].host, i);
+  std::vector<const PeerView*> out(in.hosts.size(), nullptr);
+  for (const PeerView& p : verdict.peers) {
+    const auto it = index.find(p.peer_host);
+    if (it != index.end()) out[it->second] = &p;
+  }
+  return out;
+}
+
 std::vector<OneWayPair> one_way_pairs(const CheckInput& in) {
+  const std::size_t n = in.hosts.size();
+  // views[to][from]: what `from` got probing `to`'s shown NIC.
+  std::vector<std::vector<const PeerView*>> views(n);
+  for (std::size_t to = 0; to < n; ++to) {
+    const NicVerdict* shown = in.hosts[to].ssh_error ? nullptr : shown_nic(in.hosts[to]);
+    if (shown != nullptr) views[to] = views_by_host(in, *shown);
+  }
+  const auto outcome = [&](std::size_t from, std::size_t to) -> std::optional<ProbeOutcome> {
+    if (views[to].empty() || views[to][from] == nullptr) return std::nullopt;
+    return views[to][from]->outcome;
+  };
   std::vector<OneWayPair> out;
-  std::vector<const NicVerdict*> shown;
-  for (const HostCheck& h : in.hosts) shown.push_back(h.ssh_error ? nullptr : shown_nic(h));
-  for (std::size_t from = 0; from < in.hosts.size(); ++from) {
-    for (std::size_t to = 0; to < in.hosts.size(); ++to) {
-      if (from == to || shown[from] == nullptr || shown[to] == nullptr) continue;
-      const auto there = outcome_from(*shown[to], in.hosts[from].host);
-      const auto back = outcome_from(*shown[from], in.hosts[to].host);
-      if (there && *there != ProbeOutcome::kOk && back == ProbeOutcome::kOk) out.push_back({from, to, *there});
+  for (std::size_t from = 0; from < n; ++from) {
+    for (std::size_t to = 0; to < n; ++to) {
+      if (from == to || views[from].empty()) continue;
+      const auto there = outcome(from, to);
+      if (there && *there != ProbeOutcome::kOk && outcome(to, from) == ProbeOutcome::kOk) out.push_back({from, to, *there});
     }
   }
   return out;

@@ -16,6 +16,10 @@ namespace hvrun {
 // first of equals); nullptr when it has no candidate.
 const NicVerdict* shown_nic(const HostCheck& h);
 
+// For each host of `in` (by index), its view of `verdict`'s NIC; nullptr for the NIC's own host and
+// for hosts that are not among its peers. One pass over the peers: pictures of n hosts cost n^2.
+std::vector<const PeerView*> views_by_host(const CheckInput& in, const NicVerdict& verdict);
+
 // A pair of hosts between which probes fail in one direction only: `to`'s shown NIC was not reached
 // from `from`, while `from`'s was reached from `to`. Hosts as indices into CheckInput::hosts.
 struct OneWayPair {
