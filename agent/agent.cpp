@@ -28,6 +28,7 @@
 #include "agent/job_secret.hpp"
 #include "agent/probe_listener.hpp"
 #include "agent/prober.hpp"
+#include "agent/horovod_rendezvous.hpp"
 #include "agent/store_server.hpp"
 #include "agent/rank_process.hpp"
 #include "hvrun/version.hpp"
@@ -96,6 +97,7 @@ struct Agent::Impl {
   ProbeListener probe_listener;
   std::unique_ptr<Prober> prober;
   std::unique_ptr<StoreServer> store;  // lives as long as the job: the agent exits with it
+  std::unique_ptr<HorovodRendezvous> horovod_rendezvous;  // likewise, on rank 0's host
   std::vector<std::unique_ptr<Rank>> ranks;
   std::map<pid_t, Rank*> by_pid;
   std::vector<std::function<void()>> paused;  // readers waiting for the channel to drain or for acks
@@ -155,6 +157,19 @@ struct Agent::Impl {
   }
 
   void handle(const HeartbeatMsg&) {}
+
+  void handle(const HorovodRendezvousMsg& m) {
+    if (!secret) throw ProtocolError("launcher: Horovod rendezvous request before the job message");
+    if (horovod_rendezvous) throw ProtocolError("launcher: a second Horovod rendezvous request");
+    try {
+      horovod_rendezvous = std::make_unique<HorovodRendezvous>(
+          io, HorovodRendezvousOptions{m.address, 0, {m.allowed_peers.begin(), m.allowed_peers.end()}, {}});
+    } catch (const Error& e) {
+      return send(FatalMsg{std::string(e.what()) + " on " + local_hostname()});
+    }
+    spdlog::debug("hvrun-agent: Horovod rendezvous on {}:{}", m.address, horovod_rendezvous->port());
+    send(HorovodRendezvousReadyMsg{horovod_rendezvous->port()});
+  }
 
   void handle(const OutputAckMsg& m) {
     if (m.bytes <= 0 || static_cast<std::size_t>(m.bytes) > unacked)

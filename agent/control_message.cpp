@@ -23,6 +23,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(OutputAckMsg, bytes)
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(JobMsg, secret, heartbeat_ms, host_index, hostnames, serve_store)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ReadyMsg, store_port)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(HorovodRendezvousMsg, address, allowed_peers)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(HorovodRendezvousReadyMsg, port)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ProbeAddress, host, iface, address, port)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ProbeRequestMsg, targets, timeout_ms)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ProbeResultMsg, host, iface, address, outcome, answered_as, elapsed_ms, detail)
@@ -54,6 +56,8 @@ HVRUN_MESSAGE_NAME(FatalMsg, "fatal")
 HVRUN_MESSAGE_NAME(TerminateMsg, "terminate")
 HVRUN_MESSAGE_NAME(ShutdownMsg, "shutdown")
 HVRUN_MESSAGE_NAME(OutputAckMsg, "output_ack")
+HVRUN_MESSAGE_NAME(HorovodRendezvousMsg, "horovod_rendezvous")
+HVRUN_MESSAGE_NAME(HorovodRendezvousReadyMsg, "horovod_rendezvous_ready")
 #undef HVRUN_MESSAGE_NAME
 
 // A JSON value that is not a number, or a number an int holds exactly.

@@ -28,6 +28,20 @@ struct ReadyMsg {
   int store_port = 0;
 };
 
+// launcher → rank 0's host's agent, after the NIC choice and before the launch: serve Horovod's Gloo
+// rendezvous (agent/horovod_rendezvous.hpp) on `address` (the chosen NIC's IPv4 address) for
+// connections from `allowed_peers` (the IPv4 addresses of the job's hosts), for the rest of the job.
+struct HorovodRendezvousMsg {
+  std::string address;
+  std::vector<std::string> allowed_peers;
+};
+
+// agent → launcher, answer to HorovodRendezvousMsg: it listens on `port`. An agent that cannot listen
+// sends FatalMsg instead.
+struct HorovodRendezvousReadyMsg {
+  int port = 0;
+};
+
 // An address of another host for this agent to probe.
 struct ProbeAddress {
   int host = 0;  // index of the host that should answer
@@ -123,7 +137,8 @@ struct OutputAckMsg {
 inline constexpr std::size_t kOutputWindow = 1u << 20;
 
 using ControlMessage =
-    std::variant<JobMsg, ReadyMsg, HeartbeatMsg, HelloMsg, ProbeRequestMsg, ProbeResultMsg, LaunchMsg, StartedMsg, ExitedMsg, FatalMsg, TerminateMsg, ShutdownMsg, OutputAckMsg>;
+    std::variant<JobMsg, ReadyMsg, HeartbeatMsg, HelloMsg, ProbeRequestMsg, ProbeResultMsg, LaunchMsg, StartedMsg, ExitedMsg, FatalMsg, TerminateMsg, ShutdownMsg, OutputAckMsg,
+                 HorovodRendezvousMsg, HorovodRendezvousReadyMsg>;
 
 std::string encode_control(const ControlMessage& msg);
 // Throws ProtocolError naming `peer` for malformed JSON, an unknown type or missing/mistyped fields

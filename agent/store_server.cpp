@@ -4,7 +4,6 @@
 #include <array>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/ip/v6_only.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 #include <charconv>
@@ -19,6 +18,7 @@
 #include "agent/duration_text.hpp"
 #include "agent/error.hpp"
 #include "agent/frame_codec.hpp"
+#include "agent/tcp_listener.hpp"
 
 namespace hvrun {
 
@@ -43,11 +43,10 @@ class Session;
 
 struct StoreServerState : std::enable_shared_from_this<StoreServerState> {
   StoreServerState(asio::io_context& io, std::string t, StoreServerOptions o)
-      : io(io), acceptor(io), retry_timer(io), token(std::move(t)), options(o) {}
+      : io(io), listener(std::make_shared<TcpListener>(io, "store")), token(std::move(t)), options(o) {}
 
   asio::io_context& io;
-  tcp::acceptor acceptor;
-  asio::steady_timer retry_timer;  // after an accept error such as EMFILE, so it cannot spin
+  std::shared_ptr<TcpListener> listener;
   std::string token;
   StoreServerOptions options;
   std::unordered_map<std::string, std::string> data;
@@ -56,7 +55,7 @@ struct StoreServerState : std::enable_shared_from_this<StoreServerState> {
   std::unordered_set<std::shared_ptr<Session>> sessions;
   bool closed = false;
 
-  void accept();
+  void accept(tcp::socket socket);
   void notify(const std::string& key);
   void unwatch(const std::string& key, const Session* s);
 };
@@ -324,33 +323,15 @@ class Session : public std::enable_shared_from_this<Session> {
   bool closed_ = false;
 };
 
-std::string endpoint_text(const tcp::endpoint& ep) {
-  const auto addr = ep.address();
-  return (addr.is_v6() ? "[" + addr.to_string() + "]" : addr.to_string()) + ":" + std::to_string(ep.port());
-}
-
 }  // namespace
 
-void StoreServerState::accept() {
-  acceptor.async_accept([self = shared_from_this()](auto ec, tcp::socket socket) {
-    if (self->closed) return;
-    if (ec) {
-      // Out of descriptors or similar: the listener stays, and tries again shortly.
-      spdlog::warn("store: accept failed: {}", ec.message());
-      self->retry_timer.expires_after(std::chrono::milliseconds(100));
-      self->retry_timer.async_wait([self](auto wait_ec) {
-        if (!wait_ec && !self->closed) self->accept();
-      });
-      return;
-    }
-    boost::system::error_code peer_ec;
-    const auto remote = socket.remote_endpoint(peer_ec);
-    const std::string peer = peer_ec ? std::string("an unknown peer") : endpoint_text(remote);
-    auto session = std::make_shared<Session>(self, std::move(socket), peer);
-    self->sessions.insert(session);
-    session->start();
-    self->accept();
-  });
+void StoreServerState::accept(tcp::socket socket) {
+  boost::system::error_code peer_ec;
+  const auto remote = socket.remote_endpoint(peer_ec);
+  const std::string peer = peer_ec ? std::string("an unknown peer") : endpoint_text(remote);
+  auto session = std::make_shared<Session>(shared_from_this(), std::move(socket), peer);
+  sessions.insert(session);
+  session->start();
 }
 
 void StoreServerState::notify(const std::string& key) {
@@ -376,19 +357,7 @@ StoreServer::StoreServer(asio::io_context& io, std::string token, const std::str
                          std::uint16_t port, StoreServerOptions options)
     : state_(std::make_shared<StoreServerState>(io, std::move(token), options)) {
   if (state_->token.empty()) throw Error("store: refusing to serve without a token");
-  auto listen = [&](const tcp::endpoint& ep, bool dual_stack) {
-    boost::system::error_code ec;
-    state_->acceptor.open(ep.protocol(), ec);
-    if (!ec && dual_stack) state_->acceptor.set_option(asio::ip::v6_only(false), ec);
-    if (!ec) state_->acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
-    if (!ec) state_->acceptor.bind(ep, ec);
-    if (!ec) state_->acceptor.listen(asio::socket_base::max_listen_connections, ec);
-    if (ec) {
-      boost::system::error_code ignored;
-      state_->acceptor.close(ignored);
-    }
-    return ec;
-  };
+  auto listen = [&](const tcp::endpoint& ep, bool dual_stack) { return state_->listener->listen(ep, dual_stack); };
   boost::system::error_code ec;
   std::string where;
   if (bind_address.empty()) {
@@ -404,24 +373,20 @@ StoreServer::StoreServer(asio::io_context& io, std::string token, const std::str
     ec = listen(ep, false);
   }
   if (ec) throw Error("store: cannot listen on " + where + ": " + ec.message());
-  state_->accept();
-  spdlog::debug("store: listening on {}", endpoint_text(state_->acceptor.local_endpoint()));
+  // A weak reference: the listener must not keep the state (and so itself) alive.
+  state_->listener->start([weak = std::weak_ptr<StoreServerState>(state_)](tcp::socket socket) {
+    if (auto self = weak.lock()) self->accept(std::move(socket));
+  });
 }
 
 StoreServer::~StoreServer() { close(); }
 
-std::uint16_t StoreServer::port() const {
-  boost::system::error_code ec;
-  const auto ep = state_->acceptor.local_endpoint(ec);
-  return ec ? 0 : ep.port();
-}
+std::uint16_t StoreServer::port() const { return state_->listener->port(); }
 
 void StoreServer::close() {
   if (state_->closed) return;
   state_->closed = true;
-  boost::system::error_code ignored;
-  state_->acceptor.close(ignored);
-  state_->retry_timer.cancel();
+  state_->listener->close();
   // Session::close erases itself from the set, so walk a copy.
   auto sessions = state_->sessions;
   for (const auto& s : sessions) s->close("store closed", false);

@@ -27,6 +27,7 @@
 #include "agent/job_secret.hpp"
 #include "agent/rank_process.hpp"
 #include "hvrun/version.hpp"
+#include "launcher/horovod_rendezvous_plan.hpp"
 #include "launcher/host_locality.hpp"
 #include "launcher/check_html.hpp"
 #include "launcher/check_report.hpp"
@@ -121,7 +122,8 @@ struct Job::Impl {
     std::size_t host = 0;  // into hosts
     bool exited = false;
   };
-  enum class Phase { kStarting, kProbing, kRunning, kStopping, kShuttingDown, kDone };
+  // kRendezvous: NICs chosen, waiting for rank 0's agent to serve Horovod's rendezvous; no rank runs yet.
+  enum class Phase { kStarting, kProbing, kRendezvous, kRunning, kStopping, kShuttingDown, kDone };
 
   // Connection threads report here. They are detached (libssh cannot be interrupted in a connect),
   // so a thread that finishes after the job is gone finds `impl` null and drops its agent, which
@@ -177,6 +179,8 @@ struct Job::Impl {
   int exited_count = 0;
   int interrupts = 0;
   bool congestion_noticed = false;
+  std::string horovod_rendezvous_addr;  // empty when not served
+  int horovod_rendezvous_port = 0;
 
   int run() {
     if (plan.oversubscribed())
@@ -498,7 +502,30 @@ struct Job::Impl {
       spdlog::error("hvrun: {}", report().why_unusable());
       return shut_down();
     }
-    launch();
+    serve_horovod_rendezvous();
+  }
+
+  // Horovod's client gives up after three refused tries, so its rendezvous must listen before any rank
+  // starts: rank 0's agent starts it on its chosen NIC, and the launch waits for the port.
+  void serve_horovod_rendezvous() {
+    const std::size_t r0 = ranks.at(0).host;
+    const NicChoice c = *choice_of(r0);
+    std::vector<std::vector<InterfaceInfo>> job_interfaces;
+    for (const Host& h : hosts) job_interfaces.push_back(h.hello->interfaces);
+    const auto p = plan_horovod_rendezvous(c.iface, c.address, hosts[r0].hello->interfaces, job_interfaces);
+    if (!p) {
+      spdlog::warn("hvrun: {}'s NIC {} has no IPv4 address, and Horovod's Gloo rendezvous client speaks IPv4 only: "
+                   "it is not served, so Horovod programs cannot start; choose a NIC with IPv4 "
+                   "(--network-interface)", hosts[r0].name, c.iface);
+      return launch();
+    }
+    horovod_rendezvous_addr = p->address;
+    phase = Phase::kRendezvous;
+    hosts[r0].channel->send(FrameType::kControl, encode_control(HorovodRendezvousMsg{p->address, p->allowed_peers}));
+    arm_deadline(options.start_timeout, [this, r0] {
+      fail_job("the agent on " + hosts[r0].name + " did not start Horovod's rendezvous within " +
+               seconds_text(options.start_timeout) + "; raise --start-timeout or check that host");
+    });
   }
 
   CheckReport report() const {
@@ -560,6 +587,8 @@ struct Job::Impl {
     net.store_addr = net.master_addr;
     net.store_port = first.ready->store_port;
     net.store_token = secret.store_token();
+    net.horovod_rendezvous_addr = horovod_rendezvous_addr;
+    net.horovod_rendezvous_port = horovod_rendezvous_port;
     return net;
   }
 
@@ -662,6 +691,15 @@ struct Job::Impl {
   }
   void handle(std::size_t, HeartbeatMsg) {}
 
+  void handle(std::size_t i, HorovodRendezvousReadyMsg m) {
+    if (phase == Phase::kShuttingDown || phase == Phase::kDone) return;  // the job failed meanwhile
+    if (phase != Phase::kRendezvous || i != ranks.at(0).host)
+      throw ProtocolError(hosts[i].channel->peer() + ": Horovod rendezvous ready out of turn");
+    spdlog::info("hvrun: Horovod's Gloo rendezvous is at {}:{} on {}", horovod_rendezvous_addr, m.port, hosts[i].name);
+    horovod_rendezvous_port = m.port;
+    launch();
+  }
+
   void handle(std::size_t i, StartedMsg m) {
     check_rank_of(i, m.rank);
     spdlog::debug("hvrun: rank {} on {} is pid {}", m.rank, hosts[i].name, m.pid);
@@ -751,7 +789,7 @@ struct Job::Impl {
       if (status) status->clear();
       spdlog::error("hvrun: {}", why);
     }
-    if (phase == Phase::kStarting || phase == Phase::kProbing) return shut_down();
+    if (before_launch()) return shut_down();
     stop_ranks(options.kill_grace);
   }
 
@@ -770,7 +808,7 @@ struct Job::Impl {
       if (status) status->clear();
       spdlog::error("hvrun: received {}; stopping all ranks", signal_name(sig));
     }
-    if (phase == Phase::kStarting || phase == Phase::kProbing) {
+    if (before_launch()) {
       shut_down();
     } else if (interrupts > 1) {
       stop_ranks(milliseconds(0));  // a second Ctrl-C: no more grace
@@ -807,6 +845,9 @@ struct Job::Impl {
   }
 
   static bool live(const Host& h) { return h.channel && !h.closed; }
+  bool before_launch() const {
+    return phase == Phase::kStarting || phase == Phase::kProbing || phase == Phase::kRendezvous;
+  }
 
   void maybe_done() {
     for (const Host& h : hosts)
@@ -862,12 +903,13 @@ struct Job::Impl {
       net.hosts.push_back(HostNetwork{hp.host, "<chosen at launch>", "<chosen at launch>"});
     }
     net.master_addr = "<rank 0's host's address>";
+    net.horovod_rendezvous_addr = net.master_addr;
     std::cout << "# command:";
     for (const auto& a : options.command) std::cout << ' ' << a;
     std::cout << "\n";
     for (int r = 0; r < plan.size(); ++r) {
       for (const auto& [k, v] : rank_environment(plan.rank(r), net))
-        std::cout << '[' << r << "] " << k << '=' << (k == "MASTER_PORT" ? "<free port picked at launch>" : v) << "\n";
+        std::cout << '[' << r << "] " << k << '=' << (k == "MASTER_PORT" || k == "HOROVOD_GLOO_RENDEZVOUS_PORT" ? "<free port picked at launch>" : v) << "\n";
     }
     for (const auto& [name, value] : options.env)
       std::cout << "# -x " << name << (value ? "=" + *value : std::string(" (from hvrun's environment)")) << "\n";

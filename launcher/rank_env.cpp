@@ -33,6 +33,11 @@ std::map<std::string, std::string> rank_environment(const RankInfo& rank, const 
       {"HOROVOD_CROSS_SIZE", str(rank.cross_size)},
       {"HOROVOD_HOSTNAME", host.hostname},
       {"HOROVOD_GLOO_IFACE", host.iface},
+      // horovodrun's Gloo mode: both are needed when Horovod was also built with MPI (its default then).
+      {"HOROVOD_CONTROLLER", "gloo"},
+      {"HOROVOD_CPU_OPERATIONS", "gloo"},
+      // A Python rank's output must come as it is printed, not when the rank exits (horovodrun's too).
+      {"PYTHONUNBUFFERED", "1"},
       // torch's env:// rendezvous; GROUP_RANK is the node's index, not Horovod's cross rank.
       {"RANK", str(rank.rank)},
       {"WORLD_SIZE", str(rank.size)},
@@ -46,6 +51,10 @@ std::map<std::string, std::string> rank_environment(const RankInfo& rank, const 
     env["HVRUN_STORE_ADDR"] = net.store_addr;
     env["HVRUN_STORE_PORT"] = str(net.store_port);
     env["HVRUN_STORE_TOKEN"] = net.store_token;
+  }
+  if (!net.horovod_rendezvous_addr.empty()) {
+    env["HOROVOD_GLOO_RENDEZVOUS_ADDR"] = net.horovod_rendezvous_addr;
+    env["HOROVOD_GLOO_RENDEZVOUS_PORT"] = str(net.horovod_rendezvous_port);
   }
   return env;
 }

@@ -22,10 +22,14 @@ struct JobNetwork {
   std::string store_addr;          // rendezvous store (empty until it exists)
   int store_port = 0;
   std::string store_token;
+  std::string horovod_rendezvous_addr;  // Horovod's Gloo rendezvous (empty until it exists)
+  int horovod_rendezvous_port = 0;
 };
 
-// The contract variables for one rank: HVRUN_*, HOROVOD_*, NCCL/GLOO_SOCKET_IFNAME, torch's env://.
-// HVRUN_STORE_ADDR/PORT/TOKEN appear only once net.store_addr is set. GROUP_RANK is rank.node_rank.
+// The contract variables for one rank: HVRUN_*, HOROVOD_*, NCCL/GLOO_SOCKET_IFNAME, torch's env://,
+// and what horovodrun's Gloo mode gives besides (HOROVOD_CONTROLLER/CPU_OPERATIONS=gloo,
+// PYTHONUNBUFFERED=1). HVRUN_STORE_ADDR/PORT/TOKEN appear only once net.store_addr is set,
+// HOROVOD_GLOO_RENDEZVOUS_ADDR/PORT once net.horovod_rendezvous_addr is. GROUP_RANK is rank.node_rank.
 // Throws Error when net.hosts has no entry for rank.host_index.
 std::map<std::string, std::string> rank_environment(const RankInfo& rank, const JobNetwork& net);
 

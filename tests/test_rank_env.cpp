@@ -31,7 +31,7 @@ const std::set<std::string> kContractKeys{
     "GLOO_SOCKET_IFNAME", "HOROVOD_RANK",       "HOROVOD_SIZE",       "HOROVOD_LOCAL_RANK", "HOROVOD_LOCAL_SIZE",
     "HOROVOD_CROSS_RANK", "HOROVOD_CROSS_SIZE", "HOROVOD_HOSTNAME",   "HOROVOD_GLOO_IFACE", "RANK",
     "WORLD_SIZE",         "LOCAL_RANK",         "LOCAL_WORLD_SIZE",   "GROUP_RANK",        "MASTER_ADDR",
-    "MASTER_PORT"};
+    "MASTER_PORT",        "HOROVOD_CONTROLLER", "HOROVOD_CPU_OPERATIONS", "PYTHONUNBUFFERED"};
 
 }  // namespace
 
@@ -60,6 +60,9 @@ TEST_CASE("rank environment: exact keys and values before the store exists", "[r
       {"HOROVOD_CROSS_SIZE", "2"},
       {"HOROVOD_HOSTNAME", "node-b"},
       {"HOROVOD_GLOO_IFACE", "enp5s0"},
+      {"HOROVOD_CONTROLLER", "gloo"},
+      {"HOROVOD_CPU_OPERATIONS", "gloo"},
+      {"PYTHONUNBUFFERED", "1"},
       {"RANK", "2"},
       {"WORLD_SIZE", "3"},
       {"LOCAL_RANK", "0"},
@@ -88,6 +91,22 @@ TEST_CASE("rank environment: store variables once the store exists", "[rank_env]
   CHECK(env.at("HVRUN_CROSS_SIZE") == "1");  // only a has a local rank 1
   CHECK(env.at("HVRUN_HOSTNAME") == "node-a");
   CHECK(env.at("NCCL_SOCKET_IFNAME") == "=enp6s0");
+}
+
+TEST_CASE("rank environment: Horovod's Gloo rendezvous once it is served", "[rank_env]") {
+  const hvrun::RankPlan plan({{"a", 2}, {"b", 1}}, 0, false);
+  auto net = two_hosts();
+  net.horovod_rendezvous_addr = "10.0.0.1";
+  net.horovod_rendezvous_port = 41001;
+  const Env env = hvrun::rank_environment(plan.rank(2), net);
+  auto expected_keys = kContractKeys;
+  expected_keys.insert({"HOROVOD_GLOO_RENDEZVOUS_ADDR", "HOROVOD_GLOO_RENDEZVOUS_PORT"});
+  CHECK(keys(env) == expected_keys);
+  // Every rank, on every host, reaches the one rendezvous on rank 0's host.
+  CHECK(env.at("HOROVOD_GLOO_RENDEZVOUS_ADDR") == "10.0.0.1");
+  CHECK(env.at("HOROVOD_GLOO_RENDEZVOUS_PORT") == "41001");
+  CHECK(env.at("HOROVOD_GLOO_IFACE") == "enp5s0");
+  CHECK(env.at("HOROVOD_HOSTNAME") == "node-b");
 }
 
 TEST_CASE("GROUP_RANK is the node index among used hosts, not the cross rank", "[rank_env]") {

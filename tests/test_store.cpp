@@ -16,6 +16,7 @@
 #include "agent/store_protocol.hpp"
 #include "agent/unique_fd.hpp"
 #include "collectives/store_client.hpp"
+#include "tests/support/loopback_connection.hpp"
 #include "tests/support/served_store.hpp"
 
 using namespace hvrun;
@@ -28,19 +29,9 @@ namespace {
 // A plain TCP connection to the store, for speaking the protocol wrongly on purpose.
 class RawConnection {
  public:
-  explicit RawConnection(std::uint16_t port) : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
-    REQUIRE(fd_);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(port);
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(::connect(fd_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-  }
+  explicit RawConnection(std::uint16_t port) : conn_(port) {}
 
-  void send(std::string_view bytes) {
-    // The server may already have closed on us; that is what several tests want.
-    (void)!::send(fd_.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL);
-  }
+  void send(std::string_view bytes) { conn_.send(bytes); }
 
   // The next store message, or nothing when the connection closed or the timeout passed.
   std::optional<store::Message> receive(std::chrono::milliseconds timeout) {
@@ -56,7 +47,7 @@ class RawConnection {
     const auto deadline = Clock::now() + timeout;
     while (read_some(deadline)) {
     }
-    return eof_;
+    return conn_.closed();
   }
 
   // Reads the greeting and authenticates with `token`.
@@ -75,23 +66,13 @@ class RawConnection {
 
  private:
   bool read_some(Clock::time_point deadline) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0 || eof_) return false;
-    pollfd p{fd_.get(), POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(left)) <= 0) return false;
-    char buf[65536];
-    const ssize_t n = ::recv(fd_.get(), buf, sizeof buf, 0);
-    if (n <= 0) {
-      eof_ = true;  // orderly close or reset: closed either way
-      return false;
-    }
-    decoder_.feed(std::string_view(buf, static_cast<std::size_t>(n)));
-    return true;
+    const auto bytes = conn_.read_some(deadline);
+    if (bytes) decoder_.feed(*bytes);
+    return bytes.has_value();
   }
 
-  UniqueFd fd_;
+  hvrun::test::LoopbackConnection conn_;
   FrameDecoder decoder_{"server", store::kMaxMessage};
-  bool eof_ = false;
 };
 
 // The server still serves a well-behaved client after whatever happened.

@@ -1,0 +1,251 @@
+#include "agent/horovod_rendezvous.hpp"
+
+#include <utility>  // before Asio, see design notes
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <boost/beast/http/write.hpp>
+#include <optional>
+#include <spdlog/spdlog.h>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "agent/error.hpp"
+#include "agent/tcp_listener.hpp"
+
+namespace hvrun {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+
+namespace {
+
+// Refused connections are logged one by one up to this many, then only counted: a port scan must not
+// flood the agent's log.
+constexpr std::size_t kLoggedRefusals = 10;
+// Beyond the header, what the read buffer may hold: Beast moves body bytes through it in reads of at
+// most 64 KiB.
+constexpr std::size_t kReadSlack = 128 * 1024;
+
+class HttpSession;
+
+}  // namespace
+
+struct HorovodRendezvousState : std::enable_shared_from_this<HorovodRendezvousState> {
+  HorovodRendezvousState(asio::io_context& io, HorovodRendezvousOptions o)
+      : listener(std::make_shared<TcpListener>(io, "horovod rendezvous")), options(std::move(o)) {}
+
+  std::shared_ptr<TcpListener> listener;
+  HorovodRendezvousOptions options;
+  std::unordered_map<std::string, std::string> data;
+  std::size_t total = 0;  // sum of the sizes of data's keys and values
+  std::unordered_set<std::shared_ptr<HttpSession>> sessions;
+  std::size_t refused = 0;
+  bool closed = false;
+
+  void accept(tcp::socket socket);
+  bool admit(const tcp::endpoint& peer);
+  void refuse(const std::string& peer, const std::string& why);
+  void erase(const std::string& key);
+};
+
+namespace {
+
+class HttpSession : public std::enable_shared_from_this<HttpSession> {
+ public:
+  HttpSession(std::shared_ptr<HorovodRendezvousState> server, tcp::socket socket, std::string peer)
+      : server_(std::move(server)),
+        stream_(std::move(socket)),
+        buffer_(server_->options.limits.max_header + kReadSlack),
+        peer_(std::move(peer)) {}
+
+  void start() { read(); }
+
+  void close(const std::string& why) {
+    if (closed_) return;
+    closed_ = true;
+    spdlog::debug("horovod rendezvous: closing connection from {}: {}", peer_, why);
+    boost::system::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    stream_.close();
+    // Last: this may drop the server's reference to us; handlers in flight hold their own.
+    server_->sessions.erase(shared_from_this());
+  }
+
+ private:
+  const HorovodRendezvousLimits& limits() const { return server_->options.limits; }
+
+  void read() {
+    parser_.emplace();
+    parser_->header_limit(static_cast<std::uint32_t>(limits().max_header));
+    parser_->body_limit(limits().max_value);
+    stream_.expires_after(limits().request_timeout);
+    http::async_read(stream_, buffer_, *parser_, [self = shared_from_this()](auto ec, std::size_t) {
+      if (self->closed_) return;
+      if (ec == http::error::end_of_stream) return self->close("closed by the client");
+      if (ec == http::error::header_limit)
+        return self->refuse_request(http::status::request_header_fields_too_large,
+                                    "request header over " + std::to_string(self->limits().max_header) + " bytes");
+      if (ec == http::error::body_limit)
+        return self->refuse_request(http::status::payload_too_large,
+                                    "value over " + std::to_string(self->limits().max_value) + " bytes");
+      if (ec == beast::error::timeout)
+        return self->close("no whole request within " + std::to_string(self->limits().request_timeout.count()) +
+                           " ms");
+      if (ec) return self->close(ec.message());
+      self->handle(self->parser_->release());
+    });
+  }
+
+  // Keys are whole request targets ("/global/rank_0"): Horovod puts its scope in the path, and every
+  // scope (global, local_<host>, cross_<n>, process-set suffixes, elastic ones) is accepted as it comes.
+  void handle(http::request<http::string_body>&& req) {
+    const bool keep_alive = req.keep_alive();
+    const std::string key(req.target());
+    if (key.empty() || key.front() != '/') return respond(http::status::bad_request, req.version(), false, {});
+    auto& data = server_->data;
+    switch (req.method()) {
+      case http::verb::get: {
+        const auto it = data.find(key);
+        if (it == data.end()) return respond(http::status::not_found, req.version(), keep_alive, {});
+        return respond(http::status::ok, req.version(), keep_alive, it->second);
+      }
+      case http::verb::put: {
+        std::string& value = req.body();
+        const auto it = data.find(key);
+        const std::size_t old_size = it == data.end() ? 0 : key.size() + it->second.size();
+        if (it == data.end() && data.size() >= limits().max_keys)
+          return refuse_request(http::status::insufficient_storage,
+                                "already " + std::to_string(data.size()) + " keys held (the bound)");
+        if (server_->total - old_size + key.size() + value.size() > limits().max_total)
+          return refuse_request(http::status::insufficient_storage,
+                                "keys and values would exceed " + std::to_string(limits().max_total) + " bytes");
+        server_->total = server_->total - old_size + key.size() + value.size();
+        data[key] = std::move(value);
+        return respond(http::status::ok, req.version(), keep_alive, {});
+      }
+      case http::verb::delete_:
+        server_->erase(key);
+        return respond(http::status::ok, req.version(), keep_alive, {});
+      default:
+        return respond(http::status::method_not_allowed, req.version(), false, {});
+    }
+  }
+
+  // A request the bounds refuse: the answer says why (Horovod's client retries, then aborts the rank
+  // naming the status), the agent's log says who, and the connection ends.
+  void refuse_request(http::status status, const std::string& why) {
+    spdlog::warn("horovod rendezvous: refused a request from {}: {}", peer_, why);
+    respond(status, 11, false, why);
+  }
+
+  void respond(http::status status, unsigned version, bool keep_alive, std::string body) {
+    response_ = {};
+    response_.result(status);
+    response_.version(version);
+    response_.keep_alive(keep_alive);
+    response_.body() = std::move(body);
+    response_.prepare_payload();  // Content-Length, which Horovod's client needs, even for 0 bytes
+    stream_.expires_after(limits().request_timeout);
+    http::async_write(stream_, response_, [self = shared_from_this(), keep_alive](auto ec, std::size_t) {
+      if (self->closed_) return;
+      if (ec) return self->close("write failed: " + ec.message());
+      if (!keep_alive) return self->close("answered");
+      self->read();
+    });
+  }
+
+  std::shared_ptr<HorovodRendezvousState> server_;
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  http::response<http::string_body> response_;
+  std::string peer_;
+  bool closed_ = false;
+};
+
+}  // namespace
+
+void HorovodRendezvousState::accept(tcp::socket socket) {
+  boost::system::error_code peer_ec;
+  const auto remote = socket.remote_endpoint(peer_ec);
+  if (!peer_ec && admit(remote)) {
+    auto session = std::make_shared<HttpSession>(shared_from_this(), std::move(socket), endpoint_text(remote));
+    sessions.insert(session);
+    session->start();
+  } else {
+    boost::system::error_code ignored;
+    socket.close(ignored);  // unanswered: a stranger learns nothing of the keys
+  }
+}
+
+bool HorovodRendezvousState::admit(const tcp::endpoint& peer) {
+  const std::string address = peer.address().to_string();
+  if (!options.allowed_peers.contains(address)) {
+    refuse(endpoint_text(peer), "not an address of the job's hosts");
+    return false;
+  }
+  if (sessions.size() >= options.limits.max_connections) {
+    refuse(endpoint_text(peer), std::to_string(sessions.size()) + " connections already open (the bound)");
+    return false;
+  }
+  return true;
+}
+
+void HorovodRendezvousState::refuse(const std::string& peer, const std::string& why) {
+  if (++refused <= kLoggedRefusals)
+    spdlog::warn("horovod rendezvous: refused a connection from {}: {}{}", peer, why,
+                 refused == kLoggedRefusals ? " (further refusals are not logged)" : "");
+}
+
+void HorovodRendezvousState::erase(const std::string& key) {
+  const auto it = data.find(key);
+  if (it == data.end()) return;
+  total -= key.size() + it->second.size();
+  data.erase(it);
+}
+
+HorovodRendezvous::HorovodRendezvous(asio::io_context& io, HorovodRendezvousOptions options)
+    : state_(std::make_shared<HorovodRendezvousState>(io, std::move(options))) {
+  const auto& o = state_->options;
+  if (o.allowed_peers.empty()) throw Error("horovod rendezvous: refusing to serve nobody (no allowed peers)");
+  boost::system::error_code ec;
+  const auto address = asio::ip::make_address_v4(o.address, ec);
+  if (ec)
+    throw Error("horovod rendezvous: '" + o.address +
+                "' is not an IPv4 address (Horovod's rendezvous client speaks IPv4 only)");
+  const tcp::endpoint ep(address, o.port);
+  if (const auto listen_ec = state_->listener->listen(ep, false))
+    throw Error("horovod rendezvous: cannot listen on " + endpoint_text(ep) + ": " + listen_ec.message());
+  state_->listener->start([weak = std::weak_ptr<HorovodRendezvousState>(state_)](tcp::socket socket) {
+    if (auto self = weak.lock()) self->accept(std::move(socket));
+  });
+}
+
+HorovodRendezvous::~HorovodRendezvous() { close(); }
+
+std::uint16_t HorovodRendezvous::port() const { return state_->listener->port(); }
+
+void HorovodRendezvous::close() {
+  if (state_->closed) return;
+  state_->closed = true;
+  state_->listener->close();
+  // HttpSession::close erases itself from the set, so walk a copy.
+  auto sessions = state_->sessions;
+  for (const auto& s : sessions) s->close("rendezvous closed");
+  state_->sessions.clear();
+  state_->data.clear();
+  state_->total = 0;
+}
+
+std::size_t HorovodRendezvous::key_count() const { return state_->data.size(); }
+std::size_t HorovodRendezvous::connection_count() const { return state_->sessions.size(); }
+std::size_t HorovodRendezvous::refused_count() const { return state_->refused; }
+
+}  // namespace hvrun

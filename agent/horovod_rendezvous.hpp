@@ -1,0 +1,67 @@
+#pragma once
+// Horovod's Gloo rendezvous, the server side: the HTTP key-value store that Horovod's ranks reach at
+// http://HOROVOD_GLOO_RENDEZVOUS_ADDR:HOROVOD_GLOO_RENDEZVOUS_PORT/<scope>/<key> (client:
+// horovod/common/gloo/http_store.cc). PUT stores the raw body under the request target, GET answers
+// 200 with it or 404 while it is missing (the client polls), DELETE forgets it; every answer carries
+// Content-Length. HTTP is Boost.Beast's; the server runs in an existing single-threaded io_context (the
+// agent's), adds no thread, and its keys live exactly as long as the object (one per job).
+//
+// Horovod's client cannot authenticate, so this server is guarded by where it listens and whom it
+// answers: one IPv4 address (the chosen NIC's: Horovod's client is IPv4 only), connections only from
+// `allowed_peers` (the job's hosts' addresses; others are closed unanswered), and bounded memory: the
+// request header, each value, the number of keys, their total size, the number of open connections, and
+// how long a connection may take to send its request.
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <set>
+#include <string>
+
+namespace boost::asio {
+class io_context;
+}
+
+namespace hvrun {
+
+struct HorovodRendezvousState;  // listener, map, connections; horovod_rendezvous.cpp
+
+struct HorovodRendezvousLimits {
+  std::size_t max_header = 8 * 1024;               // request line + headers (the target is the key)
+  std::size_t max_value = 16u << 20;               // one PUT body
+  std::size_t max_keys = 1u << 20;                 // keys held at once
+  std::size_t max_total = std::size_t{1} << 30;    // sum of keys' and values' sizes held at once
+  std::size_t max_connections = 4096;              // open at once; more are closed unanswered
+  std::chrono::milliseconds request_timeout{10000};  // to send a whole request, and to take the reply
+};
+
+struct HorovodRendezvousOptions {
+  std::string address;                  // IPv4 address to listen on
+  std::uint16_t port = 0;               // 0: a free port, see port()
+  std::set<std::string> allowed_peers;  // IPv4 addresses whose connections are answered
+  HorovodRendezvousLimits limits;
+};
+
+class HorovodRendezvous {
+ public:
+  // Listens at once. Throws Error naming the address when it is not IPv4 or cannot be listened on, or
+  // when allowed_peers is empty. Call every member from the thread that runs `io`.
+  HorovodRendezvous(boost::asio::io_context& io, HorovodRendezvousOptions options);
+  ~HorovodRendezvous();  // close()
+  HorovodRendezvous(const HorovodRendezvous&) = delete;
+  HorovodRendezvous& operator=(const HorovodRendezvous&) = delete;
+
+  std::uint16_t port() const;
+  // Stops listening, closes every connection and forgets every key. Idempotent.
+  void close();
+
+  // For tests and diagnostics.
+  std::size_t key_count() const;
+  std::size_t connection_count() const;
+  std::size_t refused_count() const;  // connections from peers not allowed, or over the connection bound
+
+ private:
+  std::shared_ptr<HorovodRendezvousState> state_;
+};
+
+}  // namespace hvrun
