@@ -8,6 +8,7 @@
 #include <thread>
 
 #include <utility>  // before Asio
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 
@@ -32,6 +33,7 @@ class ServedRendezvous {
   ~ServedRendezvous() {
     boost::asio::post(io_, [this] {
       server_.close();
+      work_.reset();
       io_.stop();
     });
     thread_.join();
@@ -48,6 +50,8 @@ class ServedRendezvous {
 
  private:
   boost::asio::io_context io_;
+  // The loop runs until the destructor, even when a test has closed the server and nothing is pending.
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_{io_.get_executor()};
   HorovodRendezvous server_;
   std::uint16_t port_;
   std::thread thread_;
