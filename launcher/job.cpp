@@ -908,8 +908,10 @@ struct Job::Impl {
     for (const auto& a : options.command) std::cout << ' ' << a;
     std::cout << "\n";
     for (int r = 0; r < plan.size(); ++r) {
-      for (const auto& [k, v] : rank_environment(plan.rank(r), net))
-        std::cout << '[' << r << "] " << k << '=' << (k == "MASTER_PORT" || k == "HOROVOD_GLOO_RENDEZVOUS_PORT" ? "<free port picked at launch>" : v) << "\n";
+      for (const auto& [k, v] : rank_environment(plan.rank(r), net)) {
+        const bool port_picked_later = k == "MASTER_PORT" || k == "HOROVOD_GLOO_RENDEZVOUS_PORT";
+        std::cout << '[' << r << "] " << k << '=' << (port_picked_later ? "<free port picked at launch>" : v) << "\n";
+      }
     }
     for (const auto& [name, value] : options.env)
       std::cout << "# -x " << name << (value ? "=" + *value : std::string(" (from hvrun's environment)")) << "\n";
