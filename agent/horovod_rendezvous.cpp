@@ -1,6 +1,6 @@
 #include "agent/horovod_rendezvous.hpp"
 
-#include <utility>  // before Asio, see design notes
+#include <utility>  // before Asio: docs/DESIGN.md §8
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core/flat_buffer.hpp>

@@ -2,7 +2,7 @@
 // The listening socket of a server that runs inside an existing single-threaded io_context (the job's
 // store, Horovod's rendezvous): open, bind, listen, then accept until closed. An accept error (out of
 // descriptors) is logged and retried after 100 ms, so the loop neither spins nor stops.
-#include <utility>  // before Asio, see design notes
+#include <utility>  // before Asio: docs/DESIGN.md §8
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>

@@ -7,7 +7,7 @@
 #include <future>
 #include <thread>
 
-#include <utility>  // before Asio
+#include <utility>  // before Asio: docs/DESIGN.md §8
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
