@@ -6,10 +6,9 @@
 #include <algorithm>
 #include <set>
 
+#include "agent/duration_text.hpp"
 #include "agent/error.hpp"
 #include "agent/unique_fd.hpp"
-
-#include "agent/duration_text.hpp"
 #include "launcher/check_matrix.hpp"
 #include "launcher/check_summary.hpp"
 #include "launcher/host_names.hpp"
@@ -42,9 +41,12 @@ td:hover { outline: 2px solid #000; }
 
 const char* css_class(const ReachCell& c) {
   switch (c.kind) {
-    case ReachCell::Kind::kSelf: return "self";
-    case ReachCell::Kind::kNoNic: return "none";
-    case ReachCell::Kind::kNotProbed: return "unknown";
+    case ReachCell::Kind::kSelf:
+      return "self";
+    case ReachCell::Kind::kNoNic:
+      return "none";
+    case ReachCell::Kind::kNotProbed:
+      return "unknown";
     case ReachCell::Kind::kProbed:
       if (c.outcome == ProbeOutcome::kOk) return "ok";
       return c.outcome == ProbeOutcome::kWrongHost || c.outcome == ProbeOutcome::kAuthFailed ? "wrong" : "fail";
@@ -57,12 +59,15 @@ std::string verdict_of(const CheckInput& in, std::size_t from, std::size_t to, c
   const std::string& a = in.hosts[from].host;
   const std::string& b = in.hosts[to].host;
   if (c.kind == ReachCell::Kind::kSelf) return b + " itself";
-  if (c.nic == nullptr) return a + " -> " + b + ": " + (in.hosts[to].ssh_error ? "ssh to " + b + " failed" : b + " has no such NIC");
+  if (c.nic == nullptr)
+    return a + " -> " + b + ": " + (in.hosts[to].ssh_error ? "ssh to " + b + " failed" : b + " has no such NIC");
   if (in.hosts[from].ssh_error) return a + " -> " + b + ": ssh to " + a + " failed";
-  std::string text = a + " -> " + b + " " + c.nic->iface + " " + (c.view && !c.view->address.empty() ? c.view->address : c.nic->address) + ": ";
+  std::string text = a + " -> " + b + " " + c.nic->iface + " " +
+                     (c.view && !c.view->address.empty() ? c.view->address : c.nic->address) + ": ";
   if (c.kind == ReachCell::Kind::kNotProbed) return text + "not probed";
   text += to_string(c.outcome);
-  if (c.view != nullptr && c.view->elapsed.count() > 0) text += " after " + std::to_string(c.view->elapsed.count()) + " ms";
+  if (c.view != nullptr && c.view->elapsed.count() > 0)
+    text += " after " + std::to_string(c.view->elapsed.count()) + " ms";
   if (c.view != nullptr && c.outcome == ProbeOutcome::kWrongHost && !c.view->answered_as.empty())
     text += " (answered as " + c.view->answered_as + ")";
   return text;
@@ -108,9 +113,9 @@ std::string matrix_table(const CheckInput& in, const NicPick& pick, const std::s
       if (titles.empty()) titles.push_back(labels[r] + " -> " + labels[c] + ": ok");
       std::string title;
       for (const auto& t : titles) title += (title.empty() ? "" : "\n") + t;
-      out += "<td class=\"" + std::string(css_class(*worst)) + "\" data-from=\"" + html_escape(in.hosts[worst_from].host) +
-             "\" data-to=\"" + html_escape(in.hosts[worst_to].host) + "\" title=\"" + html_escape(title) + "\">" +
-             html_escape(std::string(1, cell_char(*worst))) + "</td>";
+      out += "<td class=\"" + std::string(css_class(*worst)) + "\" data-from=\"" +
+             html_escape(in.hosts[worst_from].host) + "\" data-to=\"" + html_escape(in.hosts[worst_to].host) +
+             "\" title=\"" + html_escape(title) + "\">" + html_escape(std::string(1, cell_char(*worst))) + "</td>";
     }
     out += "</tr>\n";
   }
@@ -137,35 +142,51 @@ std::string html_escape(const std::string& text) {
   out.reserve(text.size());
   for (const char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
 }
 
 std::string check_html(const CheckInput& in, const std::string& summary) {
-  std::string out = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>hvrun --check-only: " +
-                    std::to_string(in.hosts.size()) + " hosts</title>\n<style>" + kStyle + "</style>\n</head>\n<body>\n";
+  std::string out =
+      "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>hvrun --check-only: " +
+      std::to_string(in.hosts.size()) + " hosts</title>\n<style>" + kStyle + "</style>\n</head>\n<body>\n";
   out += "<h1>hvrun --check-only</h1>\n<h2>Summary</h2>\n<pre id=\"summary\">" + html_escape(summary) + "</pre>\n";
-  out += "<h2>Who reaches whom: the chosen NICs</h2>\n<p>Row: the host that probes; column: the host probed, over its "
-         "chosen NIC (the best one where it has none). Hover over a cell for its verdict.</p>\n";
-  out += "<p class=\"legend\"><span style=\"background:#2e9e44\"></span>ok<span style=\"background:#d7261e\"></span>"
-         "timeout, refused, unreachable<span style=\"background:#e8b100\"></span>wrong host or bad HMAC"
-         "<span style=\"background:#bbbbbb\"></span>not probed<span style=\"background:#f0f0f0\"></span>no such NIC "
-         "or ssh failed</p>\n";
-  out += matrix_table(in, [](const HostCheck& h) { return shown_nic(h); }, "matrix-chosen");
+  out +=
+      "<h2>Who reaches whom: the chosen NICs</h2>\n<p>Row: the host that probes; column: the host probed, over its "
+      "chosen NIC (the best one where it has none). Hover over a cell for its verdict.</p>\n";
+  out +=
+      "<p class=\"legend\"><span style=\"background:#2e9e44\"></span>ok<span style=\"background:#d7261e\"></span>"
+      "timeout, refused, unreachable<span style=\"background:#e8b100\"></span>wrong host or bad HMAC"
+      "<span style=\"background:#bbbbbb\"></span>not probed<span style=\"background:#f0f0f0\"></span>no such NIC "
+      "or ssh failed</p>\n";
+  out += matrix_table(
+      in, [](const HostCheck& h) { return shown_nic(h); }, "matrix-chosen");
   const auto one_way = one_way_pairs(in);
   if (!one_way.empty()) {
     out += "<ul id=\"one-way\">\n";
     for (const OneWayPair& p : one_way)
-      out += "<li>one-way: " + html_escape(in.hosts[p.from].host + " -> " + in.hosts[p.to].host + " " +
-                                           to_string(p.outcome) + ", " + in.hosts[p.to].host + " -> " +
-                                           in.hosts[p.from].host + " ok") + "</li>\n";
+      out += "<li>one-way: " +
+             html_escape(in.hosts[p.from].host + " -> " + in.hosts[p.to].host + " " + to_string(p.outcome) + ", " +
+                         in.hosts[p.to].host + " -> " + in.hosts[p.from].host + " ok") +
+             "</li>\n";
     out += "</ul>\n";
   }
   // One matrix per other NIC name that some host offered and not every holder chose.
@@ -177,16 +198,20 @@ std::string check_html(const CheckInput& in, const std::string& summary) {
                                      [&](const NicVerdict& w) { return w.iface == v.iface; });
         return !has || (o.selection.selected && o.selection.selected->iface == v.iface);
       });
-      if (!chosen_everywhere && std::find(others.begin(), others.end(), v.iface) == others.end()) others.push_back(v.iface);
+      if (!chosen_everywhere && std::find(others.begin(), others.end(), v.iface) == others.end())
+        others.push_back(v.iface);
     }
   }
   for (const auto& name : others) {
     out += "<h2>" + html_escape(name) + "</h2>\n";
-    out += matrix_table(in, [&](const HostCheck& h) -> const NicVerdict* {
-      for (const NicVerdict& v : h.selection.nics)
-        if (v.iface == name) return &v;
-      return nullptr;
-    }, "matrix-" + name);
+    out += matrix_table(
+        in,
+        [&](const HostCheck& h) -> const NicVerdict* {
+          for (const NicVerdict& v : h.selection.nics)
+            if (v.iface == name) return &v;
+          return nullptr;
+        },
+        "matrix-" + name);
   }
   return out + "</body>\n</html>\n";
 }

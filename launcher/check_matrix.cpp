@@ -16,13 +16,17 @@ constexpr std::size_t kMaxColumns = 64;
 
 const char* colour_of(char c) {
   switch (c) {
-    case '.': return "\x1b[32m";  // green
+    case '.':
+      return "\x1b[32m";  // green
     case 'w':
-    case 'a': return "\x1b[33m";  // yellow: something answered, the wrong thing
+    case 'a':
+      return "\x1b[33m";  // yellow: something answered, the wrong thing
     case 't':
     case 'r':
-    case 'u': return "\x1b[1;31m";  // bold red
-    default: return "\x1b[2m";      // dim: diagonal, not probed, no NIC
+    case 'u':
+      return "\x1b[1;31m";  // bold red
+    default:
+      return "\x1b[2m";  // dim: diagonal, not probed, no NIC
   }
 }
 
@@ -54,20 +58,28 @@ std::vector<std::vector<ReachCell>> reach_cells(const CheckInput& in, const NicP
 
 int cell_badness(const ReachCell& c) {
   switch (c.kind) {
-    case ReachCell::Kind::kSelf: return -1;
-    case ReachCell::Kind::kNoNic: return 1;
-    case ReachCell::Kind::kNotProbed: return 2;
-    case ReachCell::Kind::kProbed: return c.outcome == ProbeOutcome::kOk ? 0 : 3;
+    case ReachCell::Kind::kSelf:
+      return -1;
+    case ReachCell::Kind::kNoNic:
+      return 1;
+    case ReachCell::Kind::kNotProbed:
+      return 2;
+    case ReachCell::Kind::kProbed:
+      return c.outcome == ProbeOutcome::kOk ? 0 : 3;
   }
   return 0;
 }
 
 char cell_char(const ReachCell& cell) {
   switch (cell.kind) {
-    case ReachCell::Kind::kSelf: return '\\';
-    case ReachCell::Kind::kNoNic: return ' ';
-    case ReachCell::Kind::kNotProbed: return '?';
-    case ReachCell::Kind::kProbed: return outcome_char(cell.outcome);
+    case ReachCell::Kind::kSelf:
+      return '\\';
+    case ReachCell::Kind::kNoNic:
+      return ' ';
+    case ReachCell::Kind::kNotProbed:
+      return '?';
+    case ReachCell::Kind::kProbed:
+      return outcome_char(cell.outcome);
   }
   return '?';
 }
@@ -83,7 +95,8 @@ std::string matrix_text(const CheckInput& in, bool colour, std::size_t width) {
   const std::size_t label_cap = std::max<std::size_t>(width / 3, 12);
   const bool fits = names.size() <= kMaxColumns && names.size() + std::min(longest + 5, label_cap) + 1 <= width;
   const std::size_t label_room = fits ? std::min(longest + 5, label_cap) : label_cap;
-  const std::size_t columns = fits ? names.size() : std::min(kMaxColumns, width > label_room + 1 ? width - label_room - 1 : 1);
+  const std::size_t columns =
+      fits ? names.size() : std::min(kMaxColumns, width > label_room + 1 ? width - label_room - 1 : 1);
   const auto groups = name_groups(names, columns);
   const bool folded = groups.size() < names.size();
   std::vector<std::string> labels;

@@ -59,7 +59,8 @@ bool selects_exactly(const NicFilter& f, const HostCheck& h, bool single_host) {
 }
 
 bool filter_left_out(const SkippedNic& s) {
-  return s.reason == SkipReason::kExcluded || s.reason == SkipReason::kNotNamed || s.reason == SkipReason::kNoAddressInSubnet;
+  return s.reason == SkipReason::kExcluded || s.reason == SkipReason::kNotNamed ||
+         s.reason == SkipReason::kNoAddressInSubnet;
 }
 
 }  // namespace
@@ -225,11 +226,13 @@ std::string CheckReport::json() const {
   }
   json one_way = json::array();
   for (const OneWayPair& p : one_way_pairs(in_))
-    one_way.push_back({{"from", in_.hosts[p.from].host}, {"to", in_.hosts[p.to].host}, {"outcome", to_string(p.outcome)}});
+    one_way.push_back(
+        {{"from", in_.hosts[p.from].host}, {"to", in_.hosts[p.to].host}, {"outcome", to_string(p.outcome)}});
   json grouped = json::array();
   for (const HostCheck& h : in_.hosts)
     for (const NicVerdict& v : h.selection.nics)
-      grouped.push_back({{"host", h.host}, {"interface", v.iface}, {"address", v.address}, {"verdict", grouped_outcomes(v)}});
+      grouped.push_back(
+          {{"host", h.host}, {"interface", v.iface}, {"address", v.address}, {"verdict", grouped_outcomes(v)}});
   const json doc{{"ok", all_usable()},          {"probe_ms", in_.probe_time.count()},
                  {"hosts", hosts},              {"settings", settings_json},
                  {"not_ready", not_ready_lines(in_)}, {"one_way", one_way},

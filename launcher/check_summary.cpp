@@ -20,9 +20,8 @@ constexpr std::size_t kOneLinePerHostUpTo = 64;
 constexpr std::size_t kNotReadyLines = 8;
 
 std::size_t ok_count(const NicVerdict& v) {
-  return static_cast<std::size_t>(std::count_if(v.peers.begin(), v.peers.end(), [](const PeerView& p) {
-    return p.outcome == ProbeOutcome::kOk;
-  }));
+  return static_cast<std::size_t>(
+      std::count_if(v.peers.begin(), v.peers.end(), [](const PeerView& p) { return p.outcome == ProbeOutcome::kOk; }));
 }
 
 bool ready(const HostCheck& h) { return !h.ssh_error && h.selection.selected.has_value(); }
@@ -57,10 +56,10 @@ std::string verdict_words(const CheckInput& in, const NicVerdict& v) {
 
 struct Trap {
   std::string iface;
-  std::string words;                 // verdict_words, or the skip reason
-  std::vector<std::string> hosts;    // names, in host order
-  std::set<std::string> addresses;   // the NIC's address on each of them
-  std::set<ProbeOutcome> outcomes;   // reached by none: every outcome its peers got, on every host
+  std::string words;                // verdict_words, or the skip reason
+  std::vector<std::string> hosts;   // names, in host order
+  std::set<std::string> addresses;  // the NIC's address on each of them
+  std::set<ProbeOutcome> outcomes;  // reached by none: every outcome its peers got, on every host
 };
 
 // A NIC that no peer reached: the outcomes split by timing (a failed neighbour lookup is a timeout
@@ -134,7 +133,8 @@ std::string host_settings_lines(const ToolSettings& s, std::size_t width) {
   }
   if (s.shared_subnet) {
     const std::string cidr = s.shared_subnet->text();
-    out += wrap_line("  Open MPI: mpirun --mca btl_tcp_if_include " + cidr + " --mca oob_tcp_if_include " + cidr, width);
+    out +=
+        wrap_line("  Open MPI: mpirun --mca btl_tcp_if_include " + cidr + " --mca oob_tcp_if_include " + cidr, width);
   } else {
     out += wrap_line("  Open MPI: the chosen NICs share no IPv4 subnet; give btl_tcp_if_include per host", width);
   }
@@ -219,7 +219,8 @@ std::vector<OneWayPair> one_way_pairs(const CheckInput& in) {
     for (std::size_t to = 0; to < n; ++to) {
       if (from == to || views[from].empty()) continue;
       const auto there = outcome(from, to);
-      if (there && *there != ProbeOutcome::kOk && outcome(to, from) == ProbeOutcome::kOk) out.push_back({from, to, *there});
+      if (there && *there != ProbeOutcome::kOk && outcome(to, from) == ProbeOutcome::kOk)
+        out.push_back({from, to, *there});
     }
   }
   return out;
@@ -237,10 +238,12 @@ std::vector<std::string> not_ready_lines(const CheckInput& in) {
     if (best == nullptr) {
       std::vector<std::string> why;
       for (const SkippedNic& s : h.selection.skipped) why.push_back(s.iface + ": " + s.why);
-      out.push_back(h.host + ": no NIC to probe (" + (why.empty() ? "none with an IP address" : join_words(why, "; ")) + ")");
+      out.push_back(h.host + ": no NIC to probe (" + (why.empty() ? "none with an IP address" : join_words(why, "; ")) +
+                    ")");
       continue;
     }
-    out.push_back(h.host + ": no usable NIC; best " + best->iface + " " + best->address + ": " + verdict_words(in, *best));
+    out.push_back(h.host + ": no usable NIC; best " + best->iface + " " + best->address + ": " +
+                  verdict_words(in, *best));
   }
   return out;
 }
@@ -301,15 +304,19 @@ std::string check_summary(const CheckInput& in, const ToolSettings& settings, st
   std::map<std::string, std::vector<std::string>> shared_skips, particular_skips;
   for (const Trap& t : skipped) {
     if (!shared_skips.count(t.words) && !particular_skips.count(t.words)) reasons.push_back(t.words);
-    if (everywhere(t)) shared_skips[t.words].push_back(t.iface);
-    else particular_skips[t.words].push_back(t.iface + " on " + fold_names(t.hosts));
+    if (everywhere(t))
+      shared_skips[t.words].push_back(t.iface);
+    else
+      particular_skips[t.words].push_back(t.iface + " on " + fold_names(t.hosts));
   }
   for (const auto& r : reasons) {
     if (shared_skips.count(r))
-      shared += wrap_line("  not considered: " + capped(shared_skips[r], fold_names(shared_skips[r])) + ": " + r, width, 6);
+      shared +=
+          wrap_line("  not considered: " + capped(shared_skips[r], fold_names(shared_skips[r])) + ": " + r, width, 6);
     if (particular_skips.count(r))
       particular += wrap_line(
-          "  not considered: " + capped(particular_skips[r], join_words(particular_skips[r], "; ")) + ": " + r, width, 6);
+          "  not considered: " + capped(particular_skips[r], join_words(particular_skips[r], "; ")) + ": " + r, width,
+          6);
   }
   if (!shared.empty()) out += "\non every host, not used:\n" + shared;
   if (!particular.empty()) out += "\nalso not used:\n" + particular;

@@ -44,14 +44,16 @@ std::string ranges(std::vector<std::string> digits) {
 }  // namespace
 
 std::string fold_names(const std::vector<std::string>& names) {
-  std::vector<std::string> order;                         // prefixes (or plain names) as first seen
+  std::vector<std::string> order;                             // prefixes (or plain names) as first seen
   std::map<std::string, std::vector<std::string>> by_prefix;  // prefix -> trailing numbers
   for (const auto& n : names) {
     const Numbered s = split_number(n);
     const std::string key = s.digits.empty() ? "\n" + n : s.prefix;  // plain names never fold
     if (!by_prefix.count(key)) order.push_back(key);
-    if (!s.digits.empty()) by_prefix[key].push_back(s.digits);
-    else by_prefix[key];
+    if (!s.digits.empty())
+      by_prefix[key].push_back(s.digits);
+    else
+      by_prefix[key];
   }
   std::string out;
   for (const auto& key : order) {

@@ -23,7 +23,7 @@ std::string wrap_line(const std::string& line, std::size_t width, std::size_t in
   width = std::max<std::size_t>(width, std::max(indent, first) + 20);  // usable however narrow the terminal
   std::string out;
   std::string current = line.substr(0, first);  // a line keeps its own indentation
-  bool fresh = true;                             // nothing but indentation in `current` yet
+  bool fresh = true;                            // nothing but indentation in `current` yet
   const std::string lead(indent, ' ');
   const auto next_line = [&] {
     while (!current.empty() && current.back() == ' ') current.pop_back();

@@ -31,7 +31,8 @@ std::string grouped_outcomes(const NicVerdict& verdict) {
   const auto word = [](const PeerGroup& g) { return g.outcome ? std::string(to_string(*g.outcome)) : "not probed"; };
   if (groups.size() == 1) {
     const auto& g = groups.front();
-    if (g.outcome == ProbeOutcome::kOk) return total == 1 ? "ok from " + g.peers.front() : "ok from all " + std::to_string(total) + " hosts";
+    if (g.outcome == ProbeOutcome::kOk)
+      return total == 1 ? "ok from " + g.peers.front() : "ok from all " + std::to_string(total) + " hosts";
     return word(g) + (total == 1 ? " from " + g.peers.front() : " from all");
   }
   std::string out;
@@ -49,14 +50,19 @@ std::string grouped_outcomes(const NicVerdict& verdict) {
 
 std::string outcome_meaning(ProbeOutcome outcome, const std::string& address, bool on_every_host) {
   switch (outcome) {
-    case ProbeOutcome::kOk: return "reached";
+    case ProbeOutcome::kOk:
+      return "reached";
     case ProbeOutcome::kWrongHost:
       return on_every_host ? address + " is on every host (probes land on the prober)"
                            : "another host answered: " + address + " is held elsewhere too";
-    case ProbeOutcome::kAuthFailed: return "answered without a valid HMAC: another job or program on that port";
-    case ProbeOutcome::kRefused: return "refused: a firewall rejects it, or nothing listens there";
-    case ProbeOutcome::kTimeout: return "no answer within the probe timeout: packets dropped on the way (a firewall?)";
-    case ProbeOutcome::kUnreachable: return "no route to it from there";
+    case ProbeOutcome::kAuthFailed:
+      return "answered without a valid HMAC: another job or program on that port";
+    case ProbeOutcome::kRefused:
+      return "refused: a firewall rejects it, or nothing listens there";
+    case ProbeOutcome::kTimeout:
+      return "no answer within the probe timeout: packets dropped on the way (a firewall?)";
+    case ProbeOutcome::kUnreachable:
+      return "no route to it from there";
   }
   return "?";
 }
@@ -64,12 +70,18 @@ std::string outcome_meaning(ProbeOutcome outcome, const std::string& address, bo
 char outcome_char(std::optional<ProbeOutcome> outcome) {
   if (!outcome) return '?';
   switch (*outcome) {
-    case ProbeOutcome::kOk: return '.';
-    case ProbeOutcome::kTimeout: return 't';
-    case ProbeOutcome::kRefused: return 'r';
-    case ProbeOutcome::kUnreachable: return 'u';
-    case ProbeOutcome::kWrongHost: return 'w';
-    case ProbeOutcome::kAuthFailed: return 'a';
+    case ProbeOutcome::kOk:
+      return '.';
+    case ProbeOutcome::kTimeout:
+      return 't';
+    case ProbeOutcome::kRefused:
+      return 'r';
+    case ProbeOutcome::kUnreachable:
+      return 'u';
+    case ProbeOutcome::kWrongHost:
+      return 'w';
+    case ProbeOutcome::kAuthFailed:
+      return 'a';
   }
   return '?';
 }

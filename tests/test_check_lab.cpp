@@ -3,10 +3,10 @@
 // largest cost. The default text stays within its line and width bounds and names the pair on its
 // first screen; --matrix shows the pair as an asymmetric cell; --report writes a page that Chromium
 // renders with the pair's cell red.
-#include <catch2/catch.hpp>
 #include <unistd.h>
 
 #include <array>
+#include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -32,16 +32,23 @@ std::optional<std::string> no_chromium() {
 }
 
 std::vector<std::string> chromium(const fs::path& profile, std::vector<std::string> args) {
-  std::vector<std::string> cmd{"/usr/bin/chromium", "--headless", "--no-sandbox", "--disable-gpu",
-                               "--user-data-dir=" + profile.string(), "--force-device-scale-factor=1",
-                               "--window-size=1400,1400", "--hide-scrollbars"};
+  // --no-sandbox: root; --disable-dev-shm-usage: containers with a small /dev/shm.
+  std::vector<std::string> cmd{"/usr/bin/chromium",
+                               "--headless",
+                               "--no-sandbox",
+                               "--disable-gpu",
+                               "--disable-dev-shm-usage",
+                               "--user-data-dir=" + profile.string(),
+                               "--force-device-scale-factor=1",
+                               "--window-size=1400,1400",
+                               "--hide-scrollbars"};
   cmd.insert(cmd.end(), args.begin(), args.end());
   return cmd;
 }
 
 }  // namespace
 
-TEST_CASE("--check-only stays readable at 12 and 32 hosts and shows a one-way firewall", "[lab][check_lab]") {
+TEST_CASE("check-only output stays readable at 12 and 32 lab hosts and shows a one-way firewall", "[lab][check_lab]") {
   if (auto why = Lab::unavailable_reason()) {
     WARN(*why);
     return;
@@ -56,8 +63,8 @@ TEST_CASE("--check-only stays readable at 12 and 32 hosts and shows a one-way fi
     return out;
   };
   REQUIRE(lab.control({"oneway", "5", "6"}) == 0);  // host 5 drops what host 6 opens; 5 -> 6 works
-  const std::string pair_line = "one-way: " + names[6] + " -> " + names[5] + " timeout, " + names[5] + " -> " +
-                                names[6] + " ok";
+  const std::string pair_line =
+      "one-way: " + names[6] + " -> " + names[5] + " timeout, " + names[5] + " -> " + names[6] + " ok";
 
   for (const std::size_t n : {std::size_t{12}, std::size_t{32}}) {
     INFO("default text on " << n << " hosts: at most " << (n == 12 ? 30 : 60)
@@ -103,7 +110,8 @@ TEST_CASE("--check-only stays readable at 12 and 32 hosts and shows a one-way fi
     const fs::path dir = home.dir / "report";
     fs::create_directories(dir);
     const fs::path page = dir / "check.html";
-    auto r = run(hvrun_on(lab, home, {"--check-only", "--verbose", "--report", page.string(), "-H", host_list(12)}), 120s);
+    auto r =
+        run(hvrun_on(lab, home, {"--check-only", "--verbose", "--report", page.string(), "-H", host_list(12)}), 120s);
     INFO(r.out << r.err);
     CHECK(r.exit_code == 1);
     CHECK_THAT(r.out, Contains("UNUSABLE") && Contains("NIC per host:"));
@@ -143,10 +151,11 @@ TEST_CASE("--check-only stays readable at 12 and 32 hosts and shows a one-way fi
     INFO(shot.err);
     REQUIRE(shot.exit_code == 0);
     REQUIRE(fs::exists(png));
-    if (const char* keep = std::getenv("HVRUN_TEST_KEEP_SCREENSHOT")) fs::copy_file(png, keep, fs::copy_options::overwrite_existing);
+    if (const char* keep = std::getenv("HVRUN_TEST_KEEP_SCREENSHOT"))
+      fs::copy_file(png, keep, fs::copy_options::overwrite_existing);
     const auto pixel = [&](const std::string& x, const std::string& y) {
-      auto px = run({"/usr/bin/python3", std::string(HVRUN_SOURCE_DIR) + "/tests/support/png_pixel.py", png.string(), x, y},
-                    60s);
+      auto px = run(
+          {"/usr/bin/python3", std::string(HVRUN_SOURCE_DIR) + "/tests/support/png_pixel.py", png.string(), x, y}, 60s);
       INFO("pixel at " << x << "," << y << ": " << px.out << px.err);
       CHECK(px.exit_code == 0);
       std::array<int, 3> rgb{};

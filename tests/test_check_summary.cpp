@@ -1,12 +1,10 @@
 // The short forms of --check-only (summary, matrix, HTML page, the grouped JSON fields) on synthetic
 // checks of 12 to 500 hosts with the lab's traps: their size bounds, and that the one firewalled pair
 // is named where a person looks first.
-#include <catch2/catch.hpp>
-
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -20,6 +18,7 @@
 #include "tests/support/nic_lab.hpp"
 #include "tests/support/report_text.hpp"
 
+using Catch::Contains;
 using hvrun::CheckInput;
 using hvrun::CheckReport;
 using hvrun::HostInventory;
@@ -27,11 +26,10 @@ using hvrun::InterfaceInfo;
 using hvrun::ProbeOutcome;
 using hvrun::ProbeTarget;
 using hvrun::test::fabric_name;
-using hvrun::test::make_nic;
 using hvrun::test::first_lines;
 using hvrun::test::lines_of;
+using hvrun::test::make_nic;
 using hvrun::test::widest;
-using Catch::Contains;
 using Strings = std::vector<std::string>;
 
 namespace {
@@ -63,13 +61,13 @@ std::vector<HostInventory> hosts_of(std::size_t count, bool lean = false) {
 CheckInput check_of(const std::vector<HostInventory>& hosts,
                     const std::function<bool(std::size_t, std::size_t)>& blocked = {}) {
   const auto targets = hvrun::probe_targets(hosts, {}, false);
-  const auto results = hvrun::test::lab_probe(hosts, targets, [&](std::size_t from, const ProbeTarget& t)
-                                                                  -> std::optional<ProbeOutcome> {
-    // A firewall drops what reaches the host; docker0's probe never leaves the prober, wlp5s0's has no route.
-    const bool passes_firewall = t.iface != "docker0" && t.iface != "wlp5s0";
-    if (blocked && passes_firewall && blocked(from, t.host)) return ProbeOutcome::kTimeout;
-    return std::nullopt;
-  });
+  const auto results = hvrun::test::lab_probe(
+      hosts, targets, [&](std::size_t from, const ProbeTarget& t) -> std::optional<ProbeOutcome> {
+        // A firewall drops what reaches the host; docker0's probe never leaves the prober, wlp5s0's has no route.
+        const bool passes_firewall = t.iface != "docker0" && t.iface != "wlp5s0";
+        if (blocked && passes_firewall && blocked(from, t.host)) return ProbeOutcome::kTimeout;
+        return std::nullopt;
+      });
   const auto selections = hvrun::select_nics(hosts, targets, results, {}, false);
   CheckInput in;
   in.probe_time = std::chrono::milliseconds(1012);
@@ -106,9 +104,8 @@ TEST_CASE("host names fold into ranges and rack-like groups", "[check_summary]")
 
 TEST_CASE("lines wrap at spaces to the width, keeping their indentation", "[check_summary]") {
   CHECK(hvrun::wrap_line("  short line", 100) == "  short line\n");
-  const std::string wrapped = hvrun::wrap_line("  " + std::string(30, 'a') + " " + std::string(30, 'b') + " " +
-                                                   std::string(30, 'c'),
-                                               70, 6);
+  const std::string wrapped =
+      hvrun::wrap_line("  " + std::string(30, 'a') + " " + std::string(30, 'b') + " " + std::string(30, 'c'), 70, 6);
   CHECK(wrapped == "  " + std::string(30, 'a') + " " + std::string(30, 'b') + "\n      " + std::string(30, 'c') + "\n");
   CHECK(widest(lines_of(hvrun::wrap_line(std::string(250, 'x'), 100))) == 100);
 }
@@ -131,10 +128,11 @@ TEST_CASE("the summary of 12 hosts: every host on a line, each trap said once, t
   CHECK_THAT(text, Contains("  not considered: vethdk0: link-local addresses only"));
   CHECK_THAT(text, Contains("  not considered: lo: loopback"));
   // Each trap once, not once per host; the link-local NIC never as dropped packets.
-  CHECK(lines.end() - std::find_if(lines.begin(), lines.end(), [](const std::string& l) {
-          return l.find("docker0") != std::string::npos;
-        }) >= 1);
-  CHECK(std::count_if(lines.begin(), lines.end(), [](const std::string& l) { return l.find("docker0") != std::string::npos; }) == 1);
+  CHECK(lines.end() - std::find_if(lines.begin(), lines.end(),
+                                   [](const std::string& l) { return l.find("docker0") != std::string::npos; }) >=
+        1);
+  CHECK(std::count_if(lines.begin(), lines.end(),
+                      [](const std::string& l) { return l.find("docker0") != std::string::npos; }) == 1);
   for (const auto& l : lines)
     if (l.find("vethdk0") != std::string::npos) CHECK(l.find("dropped") == std::string::npos);
   CHECK_THAT(text, Contains("NCCL_SOCKET_IFNAME==eth1 on node[0,8]; NCCL_SOCKET_IFNAME==enp6s0 on node[1,9]"));
@@ -145,11 +143,11 @@ TEST_CASE("a NIC nobody reaches is one trap, however its failures split by timin
   // A failed neighbour lookup: the first probers time out, the later ones get "unreachable".
   const auto hosts = hosts_of(6);
   const auto targets = hvrun::probe_targets(hosts, {}, false);
-  const auto results = hvrun::test::lab_probe(hosts, targets, [](std::size_t from, const ProbeTarget& t)
-                                                                  -> std::optional<ProbeOutcome> {
-    if (t.iface == "wlp5s0" && t.host < 2 && from >= 3) return ProbeOutcome::kTimeout;
-    return std::nullopt;
-  });
+  const auto results =
+      hvrun::test::lab_probe(hosts, targets, [](std::size_t from, const ProbeTarget& t) -> std::optional<ProbeOutcome> {
+        if (t.iface == "wlp5s0" && t.host < 2 && from >= 3) return ProbeOutcome::kTimeout;
+        return std::nullopt;
+      });
   CheckInput in = check_of(hosts);
   const auto selections = hvrun::select_nics(hosts, targets, results, {}, false);
   for (std::size_t i = 0; i < hosts.size(); ++i) in.hosts[i].selection = selections[i];
@@ -164,19 +162,22 @@ TEST_CASE("hundreds of NICs skipped for one reason cost one line", "[check_summa
   auto hosts = hosts_of(4);
   for (auto& h : hosts)
     for (int i = 0; i < 200; ++i) {
-      auto veth = make_nic("veth" + std::to_string(i * 7919 % 100000) + "x", {"fe80::" + std::to_string(i) + "%v"}, {64});
+      auto veth =
+          make_nic("veth" + std::to_string(i * 7919 % 100000) + "x", {"fe80::" + std::to_string(i) + "%v"}, {64});
       h.interfaces.push_back(std::move(veth));
     }
   const std::string text = CheckReport(check_of(hosts)).summary(100);
   INFO(text);
   CHECK(lines_of(text).size() <= 30);
-  CHECK_THAT(text, Contains("  not considered: vethdk0, veth0x, veth7919x, veth15838x and 197 more: link-local addresses "
-                            "only"));
+  CHECK_THAT(text,
+             Contains("  not considered: vethdk0, veth0x, veth7919x, veth15838x and 197 more: link-local addresses "
+                      "only"));
 }
 
 TEST_CASE("the summary of 32 hosts with a one-way firewall names the pair on its first screen", "[check_summary]") {
   // node6 cannot open connections to node5; node5's to node6 work (a host firewall on node5).
-  const CheckReport report(check_of(hosts_of(32), [](std::size_t from, std::size_t to) { return from == 6 && to == 5; }));
+  const CheckReport report(
+      check_of(hosts_of(32), [](std::size_t from, std::size_t to) { return from == 6 && to == 5; }));
   const std::string text = report.summary(100);
   INFO(text);
   const Strings lines = lines_of(text);
@@ -192,7 +193,8 @@ TEST_CASE("the summary of 32 hosts with a one-way firewall names the pair on its
 }
 
 TEST_CASE("the summary of 500 hosts packs the ready ones and stays within the width", "[check_summary]") {
-  const CheckReport report(check_of(hosts_of(500, true), [](std::size_t from, std::size_t to) { return from == 321 && to == 123; }));
+  const CheckReport report(
+      check_of(hosts_of(500, true), [](std::size_t from, std::size_t to) { return from == 321 && to == 123; }));
   const std::string text = report.summary(100);
   const Strings lines = lines_of(text);
   INFO(first_lines(lines, 20));
@@ -219,24 +221,28 @@ TEST_CASE("the matrix shows a one-way firewall as an asymmetric cell", "[check_s
   CHECK_THAT(text, Contains("one-way: node6 -> node5 timeout, node5 -> node6 ok\n"));
   CHECK_THAT(hvrun::matrix_text(in, true, 100), Contains("\x1b[1;31mt"));
   SECTION("beyond 64 hosts the hosts fold into groups") {
-    const CheckInput big = check_of(hosts_of(200, true), [](std::size_t from, std::size_t to) { return from == 150 && to == 42; });
+    const CheckInput big =
+        check_of(hosts_of(200, true), [](std::size_t from, std::size_t to) { return from == 150 && to == 42; });
     const Strings folded = lines_of(hvrun::matrix_text(big, false, 100));
     INFO(first_lines(folded, 40));
     CHECK(widest(folded) <= 100);
     CHECK(folded.size() <= 64 + 8);
     std::size_t failing = 0;
-    for (const auto& l : folded) failing += l.find("node[") != std::string::npos && l.find('t') != std::string::npos ? 1 : 0;
+    for (const auto& l : folded)
+      failing += l.find("node[") != std::string::npos && l.find('t') != std::string::npos ? 1 : 0;
     CHECK(failing >= 1);
   }
 }
 
 TEST_CASE("the HTML page is self-contained, with a matrix per NIC and every verdict on hover", "[check_summary]") {
-  const CheckReport report(check_of(hosts_of(12), [](std::size_t from, std::size_t to) { return from == 6 && to == 5; }));
+  const CheckReport report(
+      check_of(hosts_of(12), [](std::size_t from, std::size_t to) { return from == 6 && to == 5; }));
   const std::string page = report.html();
   CHECK(page.starts_with("<!DOCTYPE html>"));
   CHECK_THAT(page, !Contains("http://") && !Contains("https://") && !Contains("<script") && !Contains("<link"));
   CHECK_THAT(page, Contains("<pre id=\"summary\">hvrun --check-only: 12 hosts"));
-  CHECK_THAT(page, Contains("id=\"matrix-chosen\"") && Contains("id=\"matrix-docker0\"") && Contains("id=\"matrix-eth9\""));
+  CHECK_THAT(page,
+             Contains("id=\"matrix-chosen\"") && Contains("id=\"matrix-docker0\"") && Contains("id=\"matrix-eth9\""));
   CHECK_THAT(page, Contains("<td class=\"fail\" data-from=\"node6\" data-to=\"node5\" title=\"node6 -&gt; node5 "
                             "eno1 10.77.0.15: timeout after 1001 ms\">t</td>"));
   CHECK_THAT(page, Contains("<li>one-way: node6 -&gt; node5 timeout, node5 -&gt; node6 ok</li>"));
@@ -244,14 +250,16 @@ TEST_CASE("the HTML page is self-contained, with a matrix per NIC and every verd
 }
 
 TEST_CASE("JSON keeps its fields and adds the grouped ones", "[check_summary]") {
-  const CheckReport report(check_of(hosts_of(4), [](std::size_t from, std::size_t to) { return from == 2 && to == 1; }));
+  const CheckReport report(
+      check_of(hosts_of(4), [](std::size_t from, std::size_t to) { return from == 2 && to == 1; }));
   const auto doc = nlohmann::json::parse(report.json());
   for (const char* key : {"ok", "probe_ms", "hosts", "settings"}) CHECK(doc.contains(key));
   REQUIRE(doc.at("one_way").size() == 1);
   CHECK(doc["one_way"][0] == nlohmann::json{{"from", "node2"}, {"to", "node1"}, {"outcome", "timeout"}});
-  CHECK(doc.at("not_ready") == nlohmann::json::array({"node1: no usable NIC; best enp6s0 10.77.0.11: timeout from node2 "
-                                                      "(ok from the other 2): no answer within 1 s, packets dropped "
-                                                      "on the way (a firewall?)"}));
+  CHECK(doc.at("not_ready") ==
+        nlohmann::json::array({"node1: no usable NIC; best enp6s0 10.77.0.11: timeout from node2 "
+                               "(ok from the other 2): no answer within 1 s, packets dropped "
+                               "on the way (a firewall?)"}));
   bool saw = false;
   for (const auto& g : doc.at("grouped")) {
     if (g.at("host") == "node0" && g.at("interface") == "docker0") {
