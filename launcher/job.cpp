@@ -33,6 +33,8 @@
 #include "launcher/check_report.hpp"
 #include "launcher/text_layout.hpp"
 #include "launcher/local_agent.hpp"
+#include "launcher/mpirun_command.hpp"
+#include "launcher/mpirun_process.hpp"
 #include "launcher/nic_filter.hpp"
 #include "launcher/nic_selector.hpp"
 #include "launcher/agent_starter.hpp"
@@ -181,13 +183,14 @@ struct Job::Impl {
   bool congestion_noticed = false;
   std::string horovod_rendezvous_addr;  // empty when not served
   int horovod_rendezvous_port = 0;
+  std::optional<std::vector<std::string>> mpirun;  // --mpi: the command line, once the NICs are chosen
 
   int run() {
-    if (plan.oversubscribed())
+    if (plan.oversubscribed() && !options.oversubscribe)
       spdlog::warn("hvrun: -np {} exceeds the {} slots of the host list; hosts run more ranks than slots "
                    "(use --no-oversubscribe to make this an error)",
                    plan.size(), plan.total_slots());
-    if (options.dry_run) return dry_run();
+    if (options.dry_run && !options.mpi) return dry_run();
     filter = NicFilter::parse(options.network_interfaces);
     output = std::make_unique<OutputMux>(
         plan.size(), OutputOptions{options.output_filename, options.prefix_timestamp, 1, 2, 10},
@@ -200,7 +203,12 @@ struct Job::Impl {
     for (auto& h : hosts)
       if (h.local) h.local->reap(kShutdownTimeout);
     log_timings();
-    return exit_code;
+    if (!mpirun || exit_code != kExitOk) return exit_code;
+    if (options.dry_run) {
+      std::cout << shell_line(*mpirun) << std::endl;
+      return kExitOk;
+    }
+    return run_mpirun(*mpirun);
   }
 
   // ---- start-up ----------------------------------------------------------------------------------
@@ -502,6 +510,8 @@ struct Job::Impl {
       spdlog::error("hvrun: {}", report().why_unusable());
       return shut_down();
     }
+    // --mpi: mpirun's processes need no Gloo rendezvous.
+    if (options.mpi) return prepare_mpirun();
     serve_horovod_rendezvous();
   }
 
@@ -526,6 +536,27 @@ struct Job::Impl {
       fail_job("the agent on " + hosts[r0].name + " did not start Horovod's rendezvous within " +
                seconds_text(options.start_timeout) + "; raise --start-timeout or check that host");
     });
+  }
+
+  // --mpi: the agents' work ends with the choice; mpirun runs once they are gone (run()).
+  void prepare_mpirun() {
+    MpirunInput in = mpirun_input(options);
+    for (std::size_t i = 0; i < hosts.size(); ++i) {
+      const NicChoice c = *choice_of(i);
+      in.hosts.push_back({hosts[i].name, plan.hosts()[hosts[i].plan_index].local_size, c.iface, c.address});
+    }
+    in.shared_subnet = shared_ipv4_subnet(inventories, selections);
+    in.known_hosts = known_hosts_for_mpirun();
+    for (const auto& [name, value] : without_host_specific(launcher_environment())) in.forwarded.push_back(name);
+    try {
+      mpirun = mpirun_argv(in);
+      spdlog::info("hvrun: --mpi: {}", shell_line(*mpirun));
+    } catch (const Error& e) {
+      failure_reported = true;
+      exit_code = kExitLaunchFailed;
+      spdlog::error("hvrun: {}", e.what());
+    }
+    shut_down();
   }
 
   CheckReport report() const {
@@ -594,6 +625,7 @@ struct Job::Impl {
 
   std::map<std::string, std::string> base_environment() const {
     auto env = launcher_environment();
+    for (const auto& [name, value] : options.horovod_env) env[name] = value;
     for (const auto& [name, value] : options.env) {
       if (value) {
         env[name] = *value;
@@ -913,6 +945,8 @@ struct Job::Impl {
         std::cout << '[' << r << "] " << k << '=' << (port_picked_later ? "<free port picked at launch>" : v) << "\n";
       }
     }
+    for (const auto& [name, value] : options.horovod_env)
+      std::cout << "# " << name << '=' << value << " (horovodrun's flags)\n";
     for (const auto& [name, value] : options.env)
       std::cout << "# -x " << name << (value ? "=" + *value : std::string(" (from hvrun's environment)")) << "\n";
     return kExitOk;

@@ -6,16 +6,22 @@
 #include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <limits>
 #include <memory>
 
+#include <spdlog/spdlog.h>
+
 #include <CLI/CLI.hpp>
 
 #include "agent/error.hpp"
 #include "hvrun/version.hpp"
+#include "launcher/horovodrun_flags.hpp"
+#include "launcher/mpirun_command.hpp"
 #include "launcher/nic_filter.hpp"
+#include "launcher/option_spelling.hpp"
 #include "launcher/slurm_allocation.hpp"
 
 namespace hvrun {
@@ -24,19 +30,6 @@ namespace {
 
 constexpr const char* kUsage = "hvrun [options] [--] command [args...]";
 constexpr double kMaxSeconds = 1e9;  // keeps the millisecond count far inside int64
-
-// CLI11 has no multi-letter single-dash options, so `-np N` / `-np=N` become `--num-proc` before it
-// parses. Positions stay the same, which lets the command be taken from the untouched argv.
-std::vector<std::string> rewrite_np(std::vector<std::string> args) {
-  for (auto& a : args) {
-    if (a == "-np") {
-      a = "--num-proc";
-    } else if (a.starts_with("-np=")) {
-      a = "--num-proc=" + a.substr(4);
-    }
-  }
-  return args;
-}
 
 // Validators that also canonicalise: CLI11 converts integers with strtoll(base 0), which would read
 // `-np 010` as 8 and accept `0x10`; these accept plain decimal only and hand CLI11 the canonical text.
@@ -128,7 +121,7 @@ class HelpFormatter : public CLI::Formatter {
     return std::string("Usage: ") + kUsage + "\n";
   }
   std::string make_option_name(const CLI::Option* opt, bool positional) const override {
-    if (opt->get_name() == "--num-proc") return "-np,--num-proc";
+    if (opt->get_name() == "--num-proc") return "-np,-n,--num-proc";
     return CLI::Formatter::make_option_name(opt, positional);
   }
 };
@@ -172,7 +165,7 @@ CliResult parse_command_line(int argc, const char* const* argv) {
   app.footer("Everything from the command on goes to each rank unchanged, e.g.\n"
              "  hvrun -np 8 -H a:4,b:4 python train.py --lr 3\n"
              "Use -- before a command that starts with '-'.");
-  app.set_version_flag("--version", std::string("hvrun ") + kVersion);
+  app.set_version_flag("-v,--version", std::string("hvrun ") + kVersion);
   app.formatter(std::make_shared<HelpFormatter>());
 
   int np = 0;
@@ -186,16 +179,19 @@ CliResult parse_command_line(int argc, const char* const* argv) {
   double probe_timeout = 1;
   std::vector<std::string> env;
 
-  app.add_option("--num-proc", np, "Number of ranks (default: all slots)")
+  app.add_option("-n,--num-proc", np, "Number of ranks (default: all slots)")
       ->transform(int_in_range(1, std::numeric_limits<int>::max(), "a positive integer"))
       ->type_name("N");
-  auto* hosts_opt = app.add_option("-H,--hosts", host_lists, "Hosts as host[:slots],... (repeatable)")
+  auto* hosts_opt = app.add_option("-H,--hosts,--host", host_lists, "Hosts as host[:slots],... (repeatable)")
                         ->allow_extra_args(false)
                         ->type_name("LIST");
   auto* hostfile_opt =
       app.add_option("--hostfile", hostfile, "File with one 'host slots=N' per line")->type_name("FILE");
   hosts_opt->excludes(hostfile_opt);
-  app.add_flag("--no-oversubscribe", o.no_oversubscribe, "Fail when -np exceeds the slots");
+  app.add_flag("--no-oversubscribe", o.no_oversubscribe, "Fail when -np exceeds the slots")
+      ->excludes(app.add_flag("--oversubscribe", o.oversubscribe, "Allow -np above the slots without a warning"));
+  app.add_flag("--allow-run-as-root", o.allow_run_as_root, "Accepted (mpirun's); passed on to mpirun with --mpi");
+  app.add_flag("--tag-output")->description("Accepted (mpirun's): hvrun always tags lines with [rank]");
   auto* port_opt = app.add_option("-p,--ssh-port", ssh_port, "SSH port for every host (overrides ~/.ssh/config)")
                        ->transform(int_in_range(1, 65535, "a port (1-65535)"))
                        ->type_name("PORT");
@@ -221,7 +217,7 @@ CliResult parse_command_line(int argc, const char* const* argv) {
       ->type_name("WAY");
   // No delimiter: a leading '^' or '=' belongs to its whole comma list (NCCL_SOCKET_IFNAME's rule), so
   // each occurrence stays one value and NicFilter splits it.
-  app.add_option("--network-interface", o.network_interfaces,
+  app.add_option("--network-interface,--network-interfaces", o.network_interfaces,
                  "NICs to consider: prefixes, =exact, ^exclude, CIDR subnets (comma lists, repeatable)")
       ->allow_extra_args(false)
       ->type_name("LIST");
@@ -242,8 +238,8 @@ CliResult parse_command_line(int argc, const char* const* argv) {
   app.add_option("--output-filename", o.output_filename, "Also write each rank's output under DIR")
       ->type_name("DIR");
   app.add_flag("--prefix-output-with-timestamp", o.prefix_timestamp, "Prefix output lines with the time");
-  app.add_flag("--verbose", o.verbose, "Log the launch's decisions (--log-level info)");
-  auto* level_opt = app.add_option("--log-level", o.log_level, "Logging threshold (default: warn)")
+  app.add_flag("--verbose", o.verbose, "Log the launch's decisions (--hvrun-log-level info)");
+  auto* level_opt = app.add_option("--hvrun-log-level", o.log_level, "hvrun's own logging threshold (default: warn)")
                         ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
                         ->type_name("LEVEL");
   app.add_flag("--dry-run", o.dry_run, "Print the plan and the rank environment; start nothing");
@@ -256,7 +252,10 @@ CliResult parse_command_line(int argc, const char* const* argv) {
       ->transform(seconds(false))
       ->type_name("SECONDS");
 
-  const std::vector<std::string> rewritten = rewrite_np(args);
+  HorovodrunFlags horovodrun;
+  add_horovodrun_options(app, horovodrun);
+
+  const std::vector<std::string> rewritten = normalize_option_words(args, app);
   std::vector<std::string> reversed(rewritten.rbegin(), rewritten.rend());
   try {
     app.parse(reversed);
@@ -268,8 +267,10 @@ CliResult parse_command_line(int argc, const char* const* argv) {
     result.action = CliAction::kExit;
     result.exit_code = app.exit(e, std::cout, std::cerr);
     return result;
-  } catch (const CLI::ExcludesError&) {
-    throw UsageError("-H/--hosts and --hostfile exclude each other; give one of them");
+  } catch (const CLI::ExcludesError& e) {
+    if (hosts_opt->count() > 0 && hostfile_opt->count() > 0)
+      throw UsageError("-H/--hosts and --hostfile exclude each other; give one of them");
+    throw UsageError(std::string(e.what()) + "; give one of them");
   } catch (const CLI::ParseError& e) {
     throw UsageError(describe(app, e));
   }
@@ -281,10 +282,21 @@ CliResult parse_command_line(int argc, const char* const* argv) {
   if (!rest.empty()) {
     const std::string& first = rest.front();
     if (first.size() > 1 && first.front() == '-' && first != "--") {
-      throw UsageError("unknown option '" + first + "' (see hvrun --help)");
+      throw UsageError("unknown option '" + first + "' (did you mean " + closest_option(first, app) + "?)");
     }
     const std::size_t length = rest.size() - (first == "--" ? 1 : 0);
     o.command.assign(args.end() - static_cast<long>(length), args.end());
+  }
+  if (horovodrun.check_build) {
+    std::cout << check_build_text();
+    result.action = CliAction::kExit;
+    return result;
+  }
+  settle_horovodrun_options(app, horovodrun, o);
+  for (const auto* flag : {"--mpi-args", "--binding-args"}) {
+    if (app.get_option(flag)->count() == 0) continue;
+    shell_words(flag == std::string("--mpi-args") ? o.mpi_args : o.binding_args, flag);  // syntax errors stop here
+    if (!o.mpi) spdlog::warn("hvrun: {} applies only with --mpi (as in horovodrun); ignored", flag);
   }
   // Options that contradict each other are refused rather than one silently winning.
   if (o.check_only && o.dry_run) {
@@ -310,6 +322,13 @@ CliResult parse_command_line(int argc, const char* const* argv) {
 
   o.np = np;
   if (port_opt->count() > 0) o.ssh_port = ssh_port;
+  // horovodrun's default comes from HOROVOD_START_TIMEOUT (seconds) when the flag is not given.
+  const char* start_env = std::getenv("HOROVOD_START_TIMEOUT");
+  if (app.get_option("--start-timeout")->count() == 0 && start_env != nullptr && *start_env != '\0') {
+    std::string text = start_env;
+    if (const std::string why = seconds(false)(text); !why.empty()) throw UsageError("HOROVOD_START_TIMEOUT: " + why);
+    start_timeout = std::stod(text);
+  }
   o.start_timeout = std::max(to_millis(start_timeout), std::chrono::milliseconds(1));
   o.kill_grace = to_millis(kill_grace);
   o.probe_timeout = std::max(to_millis(probe_timeout), std::chrono::milliseconds(1));

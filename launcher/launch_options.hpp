@@ -17,6 +17,8 @@ struct LaunchOptions {
                                      // Slurm allocation's nodes and tasks (launcher/slurm_allocation.hpp),
                                      // else localhost with np slots (1 without -np)
   bool no_oversubscribe = false;
+  bool oversubscribe = false;        // --oversubscribe (mpirun's): -np above the slots without a warning
+  bool allow_run_as_root = false;    // --allow-run-as-root (mpirun's): hvrun needs none; passed on with --mpi
   std::optional<int> ssh_port;       // -p: overrides ~/.ssh/config for every host
   std::string ssh_identity_file;     // -i
   std::chrono::milliseconds ssh_connect_timeout{10'000};  // --ssh-connect-timeout
@@ -35,7 +37,9 @@ struct LaunchOptions {
   std::string output_filename;       // --output-filename DIR
   bool prefix_timestamp = false;
   bool verbose = false;
-  std::string log_level = "warn";    // trace, debug, info, warn, error, off (--verbose: info)
+  // --hvrun-log-level: hvrun's own messages: trace, debug, info, warn, error, off (--verbose: info).
+  // (--log-level is horovodrun's: HOROVOD_LOG_LEVEL for the ranks, in horovod_env.)
+  std::string log_level = "warn";
   bool dry_run = false;
   bool check_only = false;
   bool json = false;                 // --json: --check-only prints JSON
@@ -43,6 +47,12 @@ struct LaunchOptions {
   std::string report_file;           // --report FILE: --check-only also writes an HTML page there
   std::chrono::milliseconds probe_timeout{1'000};  // --probe-timeout: bounds one probe
   std::vector<std::string> command;  // argv of each rank
+  // horovodrun's tuning flags and --config-file as the HOROVOD_* variables it sets (horovodrun_flags.hpp);
+  // the ranks get them over hvrun's environment, under -x.
+  std::vector<std::pair<std::string, std::string>> horovod_env;
+  bool mpi = false;                  // --mpi (or the config file's controller: mpi): run Open MPI's mpirun
+  std::string mpi_args;              // --mpi-args: shell words for mpirun
+  std::string binding_args;          // --binding-args: shell words replacing "--bind-to none --map-by slot"
 };
 
 // What the command line asks for besides a launch.

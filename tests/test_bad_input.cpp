@@ -136,9 +136,10 @@ TEST_CASE("bad-input catalogue on this host", "[integration][bad-input]") {
       {"-np 0", {"-np", "0", "true"}, 2, usage, {"-np/--num-proc", "'0'", "positive integer"}},
       {"-np without a value", {"-np"}, 2, usage, {"-np/--num-proc", "needs a value"}},
       // Other flags.
-      {"unknown option", {"--bogus", "true"}, 2, usage, {"'--bogus'", "hvrun --help"}},
+      {"unknown option", {"--bogus", "true"}, 2, usage, {"'--bogus'", "did you mean"}},
       {"-x with a bad variable name", {"-x", "1A=2", "true"}, 2, usage, {"-x/--env", "'1A=2'", "not a variable name"}},
-      {"--log-level unknown", {"--log-level", "loud", "true"}, 2, usage, {"--log-level", "loud", "trace"}},
+      {"--hvrun-log-level unknown", {"--hvrun-log-level", "loud", "true"}, 2, usage, {"--hvrun-log-level", "loud", "trace"}},
+      {"--log-level unknown", {"--log-level", "loud", "true"}, 2, usage, {"--log-level", "loud", "WARNING"}},
       {"no command", {"-np", "2"}, 2, usage, {"no command given", "hvrun [options] command"}},
       {"-i names no file", {"-i", no_key, "-H", "a", "true"}, 2, usage,
        {"-i/--ssh-identity-file", "'" + no_key + "'", "No such file", "path of a private key"}},

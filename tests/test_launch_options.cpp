@@ -159,7 +159,7 @@ TEST_CASE("the other options", "[cli]") {
   ::close(fd);
   const auto o = options({"--no-oversubscribe", "-p", "2222", "-i", key, "--start-timeout", "2.5",
                           "--kill-grace", "0", "--output-filename", "logs", "--prefix-output-with-timestamp",
-                          "--log-level", "debug", "--dry-run", "cmd"});
+                          "--hvrun-log-level", "debug", "--dry-run", "cmd"});
   ::unlink(key);
   CHECK(o.no_oversubscribe);
   CHECK(o.ssh_port == 2222);
@@ -175,11 +175,11 @@ TEST_CASE("the other options", "[cli]") {
   CHECK(options({"--kill-grace", "1.5", "cmd"}).kill_grace == 1500ms);
 }
 
-TEST_CASE("--verbose means info unless --log-level says otherwise", "[cli]") {
+TEST_CASE("--verbose means info unless --hvrun-log-level says otherwise", "[cli]") {
   CHECK(options({"--verbose", "cmd"}).log_level == "info");
   CHECK(options({"--verbose", "cmd"}).verbose);
-  CHECK(options({"--verbose", "--log-level", "trace", "cmd"}).log_level == "trace");
-  CHECK(options({"--log-level=error", "--verbose", "cmd"}).log_level == "error");
+  CHECK(options({"--verbose", "--hvrun-log-level", "trace", "cmd"}).log_level == "trace");
+  CHECK(options({"--hvrun-log-level=error", "--verbose", "cmd"}).log_level == "error");
 }
 
 TEST_CASE("--check-only needs no command", "[cli]") {
@@ -227,6 +227,7 @@ TEST_CASE("malformed values: one line naming the flag and the value", "[cli]") {
       {{"-x", "=2", "cmd"}, "--env", "=2"},
       {{"-x", "A-B=2", "cmd"}, "--env", "A-B=2"},
       {{"--env", "", "cmd"}, "--env", ""},
+      {{"--hvrun-log-level", "loud", "cmd"}, "--hvrun-log-level", "loud"},
       {{"--log-level", "loud", "cmd"}, "--log-level", "loud"},
       {{"--network-interface", "", "cmd"}, "--network-interface", ""},
       {{"-i", "/nonexistent/id_rsa", "cmd"}, "--ssh-identity-file", "/nonexistent/id_rsa"},
@@ -248,22 +249,26 @@ TEST_CASE("readable messages for common mistakes", "[cli]") {
   CHECK(usage_error({"-p", "70000", "cmd"}) == "-p/--ssh-port: '70000' is not a port (1-65535)");
   CHECK(usage_error({"-np"}) == "-np/--num-proc: needs a value");
   CHECK(usage_error({"-np", "2", "-np", "3", "cmd"}) == "-np/--num-proc: given more than once");
-  CHECK_THAT(usage_error({"--log-level", "loud", "cmd"}), Catch::StartsWith("--log-level: loud not in {trace,"));
+  CHECK_THAT(usage_error({"--hvrun-log-level", "loud", "cmd"}),
+             Catch::StartsWith("--hvrun-log-level: loud not in {trace,"));
+  CHECK(usage_error({"--log-level", "loud", "cmd"}) ==
+        "--log-level: 'loud' is not one of TRACE, DEBUG, INFO, WARNING, ERROR, FATAL (any case)");
 }
 
 TEST_CASE("unknown options are usage errors naming the option", "[cli]") {
-  CHECK(usage_error({"--bogus", "cmd"}) == "unknown option '--bogus' (see hvrun --help)");
-  CHECK(usage_error({"-np", "2", "-q", "cmd"}) == "unknown option '-q' (see hvrun --help)");
-  CHECK(usage_error({"--bogus"}) == "unknown option '--bogus' (see hvrun --help)");
-  CHECK(usage_error({"--bogus", "--", "cmd"}) == "unknown option '--bogus' (see hvrun --help)");
-  CHECK(usage_error({"--bogus", "-np", "2", "cmd"}) == "unknown option '--bogus' (see hvrun --help)");
-  CHECK(usage_error({"-np4", "cmd"}) == "unknown option '-np4' (see hvrun --help)");
+  CHECK(usage_error({"--bogus", "cmd"}) == "unknown option '--bogus' (did you mean --hosts?)");
+  CHECK(usage_error({"-np", "2", "-q", "cmd"}) == "unknown option '-q' (did you mean -h?)");
+  CHECK(usage_error({"--bogus"}) == "unknown option '--bogus' (did you mean --hosts?)");
+  CHECK(usage_error({"--bogus", "--", "cmd"}) == "unknown option '--bogus' (did you mean --hosts?)");
+  CHECK(usage_error({"--bogus", "-np", "2", "cmd"}) == "unknown option '--bogus' (did you mean --hosts?)");
+  CHECK(usage_error({"-np4", "cmd"}) == "unknown option '-np4' (did you mean -np?)");
+  CHECK(usage_error({"--hostfiel", "f", "cmd"}) == "unknown option '--hostfiel' (did you mean --hostfile?)");
 }
 
 TEST_CASE("--help and --version print to stdout and exit 0", "[cli]") {
-  SECTION("--version") {
+  SECTION("--version and -v") {
     CoutCapture out;
-    const auto r = parse({"--version"});
+    const auto r = parse({GENERATE("--version", "-v")});
     CHECK(r.action == CliAction::kExit);
     CHECK(r.exit_code == 0);
     CHECK(out.text() == std::string("hvrun ") + hvrun::kVersion + "\n");
@@ -275,7 +280,7 @@ TEST_CASE("--help and --version print to stdout and exit 0", "[cli]") {
       CHECK(r.action == CliAction::kExit);
       CHECK(r.exit_code == 0);
       CHECK_THAT(out.text(), Catch::Contains("Usage: hvrun [options] [--] command [args...]"));
-      CHECK_THAT(out.text(), Catch::Contains("-np,--num-proc N"));
+      CHECK_THAT(out.text(), Catch::Contains("-np,-n,--num-proc N"));
       CHECK_THAT(out.text(), Catch::Contains("--network-interface"));
       CHECK_THAT(out.text(), Catch::Contains("--hostfile"));
     }

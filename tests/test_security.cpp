@@ -83,7 +83,7 @@ TEST_CASE("the job secret stays on the channel: not in argv, environments, outpu
   const fs::path trigger = home.dir / "done";
 
   ChildProcess p(hvrun_on(lab, home,
-                          {"--log-level", "trace", "--agent-path", wrapper.string(), "--output-filename",
+                          {"--hvrun-log-level", "trace", "--agent-path", wrapper.string(), "--output-filename",
                            out_dir.string(), "-H", "localhost," + h1 + ":2", "-x", marker, "sh", "-c",
                            "echo ready; env; while [ ! -e " + trigger.string() + " ]; do sleep 0.1; done"}));
   REQUIRE(p.wait_for_stdout("<stdout>:ready", 3, 60s));

@@ -1,0 +1,92 @@
+// --mpi on the trap lab (docker0 with 172.17.0.1 on every host, a wifi NIC that reaches nobody, a NIC
+// that drops packets, fabric NICs named differently per host): plain mpirun fails there, hvrun --mpi
+// runs the same MPI program, and the line hvrun --mpi --dry-run prints works when run by a shell.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "tests/support/child_process.hpp"
+#include "tests/support/lab.hpp"
+#include "tests/support/lab_hvrun.hpp"
+#include "launcher/mpirun_process.hpp"
+
+using namespace hvrun::test;
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Every rank's line says the allreduce was right.
+void check_ranks(const std::string& out, int size) {
+  for (int r = 0; r < size; ++r) {
+    CAPTURE(r);
+    CHECK(count_of(out, "mpi rank " + std::to_string(r) + " of " + std::to_string(size) + " on ") == 1);
+  }
+  CHECK(count_of(out, ": sum " + std::to_string(size * (size + 1) / 2) + " ok") == size);
+}
+
+}  // namespace
+
+TEST_CASE("mpi mode runs an MPI program on the trap lab, where plain mpirun fails", "[lab][mpi]") {
+  if (auto why = Lab::unavailable_reason()) {
+    WARN(*why);
+    return;
+  }
+  if (!hvrun::find_mpirun() || ::access("/usr/bin/mpicc", X_OK) != 0) {
+    WARN("skipped: Open MPI's mpirun or mpicc is missing (apt-get install openmpi-bin libopenmpi-dev)");
+    return;
+  }
+  TempHome home;
+  // The program lives where every lab host sees it (the hosts share the file system).
+  const std::string prog = (home.dir / "mpi_allreduce").string();
+  auto cc = run({"/usr/bin/mpicc", "-O1", "-o", prog, std::string(HVRUN_SOURCE_DIR) + "/tests/mpi_allreduce.c"}, 120s);
+  INFO(cc.err);
+  REQUIRE(cc.exit_code == 0);
+
+  Lab lab(3, Lab::default_prefix() + "mpi");
+  const auto names = lab.list("LAB_HOSTS");
+  const std::string hosts = names[0] + ":2," + names[1] + ":2," + names[2] + ":2";
+
+  {
+    INFO("plain mpirun, told only how to reach the hosts (no -mca if_include hand-tuning): fails or hangs "
+         "(it tries wlp5s0, which reaches nobody), stopped after 20 s");
+    const std::vector<std::string> plain{"timeout", "-s", "TERM", "-k", "5", "20",
+                                         "mpirun", "--allow-run-as-root", "-np", "6", "-H", hosts,
+                                         "-mca", "plm_rsh_args", lab.var("LAB_SSH_OPTS"), prog};
+    auto r = run(lab.on_host(0, plain), 60s);
+    INFO(r.out << r.err);
+    CHECK(r.exit_code != 0);
+    CHECK(count_of(r.out, ": sum 21 ok") < 6);
+  }
+  {
+    INFO("hvrun --mpi: the probes' choice goes to mpirun; every rank's allreduce is right");
+    auto r = run(hvrun_on(lab, home, {"--mpi", "-np", "6", "-H", hosts, prog}), 90s);
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 0);
+    check_ranks(r.out, 6);
+  }
+  {
+    INFO("--dry-run prints one mpirun line; bash runs it as pasted");
+    auto r = run(hvrun_on(lab, home, {"--mpi", "--dry-run", "-np", "6", "-H", hosts, prog}), 60s);
+    INFO(r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK(count_of(r.out, "\n") == 1);
+    CHECK_THAT(r.out, Catch::StartsWith("mpirun ") && Catch::Contains("btl_tcp_if_include 10.77.0.0/24") &&
+                          Catch::Contains("oob_tcp_if_include 10.77.0.0/24"));
+    CHECK(r.out.find("mpi rank") == std::string::npos);  // nothing ran
+    auto pasted = run(lab.on_host(0, {"/usr/bin/env", "HOME=" + home.dir.string(), "bash", "-c", r.out}), 90s);
+    INFO(pasted.out << pasted.err);
+    CHECK(pasted.exit_code == 0);
+    check_ranks(pasted.out, 6);
+  }
+  {
+    INFO("a rank's failure: mpirun's exit status becomes hvrun's");
+    auto r = run(hvrun_on(lab, home, {"--mpi", "-np", "6", "-H", hosts, prog, "4"}), 90s);
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 3);
+  }
+}
