@@ -24,6 +24,7 @@
 #include "agent/control_message.hpp"
 #include "agent/duration_text.hpp"
 #include "agent/error.hpp"
+#include "agent/network_stack.hpp"
 #include "agent/frame_channel.hpp"
 #include "agent/job_secret.hpp"
 #include "agent/probe_listener.hpp"
@@ -121,7 +122,7 @@ struct Agent::Impl {
       if (!ec) on_launcher_gone("agent received " + signal_name(sig));
     });
     HelloMsg hello{kVersion,          local_hostname(), static_cast<int>(::getpid()), pick_free_port(),
-                   probe_listener.port(), list_interfaces(), {},  {}};
+                   probe_listener.port(), list_interfaces(), {},  {}, network_stack_identity()};
     // sshd sets SSH_CONNECTION="client_ip client_port server_ip server_port" for the agent's session.
     if (const char* c = std::getenv("SSH_CONNECTION")) {
       std::istringstream words(c);
@@ -138,8 +139,8 @@ struct Agent::Impl {
     try {
       if (frame.type != FrameType::kControl) throw ProtocolError("launcher: unexpected output frame");
       std::visit([this](auto&& m) { handle(m); }, decode_control(frame.payload, "launcher"));
-    } catch (const Error& e) {
-      on_launcher_gone(e.what());
+    } catch (const std::exception& e) {
+      on_launcher_gone(user_message(e, "handling a message from hvrun"));
     }
   }
 

@@ -6,13 +6,38 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/error.hpp"
+#include "agent/json_bytes.hpp"
 
 namespace hvrun {
 
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(InterfaceInfo, name, addresses, prefix_lengths, up, running, loopback, is_virtual,
-                                   speed_mbps)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(HelloMsg, version, hostname, pid, free_port, probe_port, interfaces, ssh_client_address,
-                                   ssh_server_address)
+// With defaults: an interface from an agent of an earlier version (without `master`) still decodes,
+// so the launcher can refuse that agent naming both versions.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(InterfaceInfo, name, addresses, prefix_lengths, up, running, loopback,
+                                                is_virtual, speed_mbps, master)
+void to_json(nlohmann::json& j, const HelloMsg& m) {
+  j = nlohmann::json{{"version", m.version},
+                     {"hostname", m.hostname},
+                     {"pid", m.pid},
+                     {"free_port", m.free_port},
+                     {"probe_port", m.probe_port},
+                     {"interfaces", m.interfaces},
+                     {"ssh_client_address", m.ssh_client_address},
+                     {"ssh_server_address", m.ssh_server_address},
+                     {"network_stack", m.network_stack}};
+}
+// network_stack may be missing: a hello from an agent of an earlier version still decodes, so the
+// launcher can refuse it naming both versions.
+void from_json(const nlohmann::json& j, HelloMsg& m) {
+  j.at("version").get_to(m.version);
+  j.at("hostname").get_to(m.hostname);
+  j.at("pid").get_to(m.pid);
+  j.at("free_port").get_to(m.free_port);
+  j.at("probe_port").get_to(m.probe_port);
+  j.at("interfaces").get_to(m.interfaces);
+  j.at("ssh_client_address").get_to(m.ssh_client_address);
+  j.at("ssh_server_address").get_to(m.ssh_server_address);
+  m.network_stack = j.contains("network_stack") ? j.at("network_stack").get<std::string>() : std::string();
+}
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RankLaunch, rank, env)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(LaunchMsg, host, cwd, argv, env, ranks)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(StartedMsg, rank, pid)
@@ -86,7 +111,7 @@ std::string encode_control(const ControlMessage& msg) {
         nlohmann::json j = m;
         if (j.is_null()) j = nlohmann::json::object();
         j["type"] = TypeName<std::decay_t<decltype(m)>>::value;
-        return j.dump();
+        return dump_bytes_safe(j);
       },
       msg);
 }
@@ -97,7 +122,7 @@ ControlMessage decode_control(std::string_view payload, const std::string& peer)
     // converts others silently (4294967297 to 1, 2.5 to 2) or with undefined behaviour (1e300), so the
     // parse itself notes the first number an int cannot hold, and the message is refused.
     std::string bad_number;
-    const auto j = nlohmann::json::parse(
+    auto j = nlohmann::json::parse(
         payload, [&bad_number](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
           if (event == nlohmann::json::parse_event_t::value && bad_number.empty() && !is_int(parsed))
             bad_number = parsed.dump();
@@ -105,6 +130,7 @@ ControlMessage decode_control(std::string_view payload, const std::string& peer)
         });
     if (!bad_number.empty())
       throw ProtocolError(peer + ": malformed control message: " + bad_number + " is not an integer of int's range");
+    restore_bytes(j, peer);  // strings that are bytes, not UTF-8 (json_bytes.hpp)
     if (!j.is_object() || !j.contains("type") || !j["type"].is_string())
       throw ProtocolError(peer + ": control message without a type");
     return decode_as(j["type"].get<std::string>(), j, peer);

@@ -83,6 +83,8 @@ struct HelloMsg {
   // reached on; empty for a local agent.
   std::string ssh_client_address;
   std::string ssh_server_address;
+  // network_stack_identity(): equal on two agents when they share one network stack (one host).
+  std::string network_stack;
 };
 
 struct RankLaunch {

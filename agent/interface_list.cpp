@@ -5,6 +5,9 @@
 #include <net/if.h>
 #include <netinet/in.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <climits>
 
 #include <bit>
 #include <fstream>
@@ -61,6 +64,15 @@ bool has_device(const std::string& name) {
   return ::stat(("/sys/class/net/" + name + "/device").c_str(), &st) == 0;
 }
 
+// The name of the device `name` is enslaved to, from the /sys/class/net/NAME/master link; "" without one.
+std::string master_of(const std::string& name) {
+  char target[PATH_MAX] = {};
+  const ssize_t n = ::readlink(("/sys/class/net/" + name + "/master").c_str(), target, sizeof target - 1);
+  if (n <= 0) return {};  // ENOENT: not enslaved; anything else: unknown, treated the same
+  const std::string path(target, static_cast<std::size_t>(n));
+  return path.substr(path.rfind('/') + 1);
+}
+
 }  // namespace
 
 std::vector<InterfaceInfo> list_interfaces() {
@@ -82,6 +94,7 @@ std::vector<InterfaceInfo> list_interfaces() {
       fresh.loopback = (a->ifa_flags & IFF_LOOPBACK) != 0;
       fresh.is_virtual = !fresh.loopback && !has_device(fresh.name);
       fresh.speed_mbps = read_speed(fresh.name);
+      fresh.master = master_of(fresh.name);
       out.push_back(std::move(fresh));
       info = &out.back();
     }

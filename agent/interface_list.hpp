@@ -14,6 +14,9 @@ struct InterfaceInfo {
   bool loopback = false;
   bool is_virtual = false;  // no /sys/class/net/NAME/device: bridges, veths, docker0, tunnels
   int speed_mbps = -1;      // /sys/class/net/NAME/speed; -1 when the kernel does not know
+  // The device this NIC is enslaved to (/sys/class/net/NAME/master: a bridge such as docker0, or a
+  // bond); "" when none. A port of a bridge carries no address of its own: the bridge does.
+  std::string master;
   bool operator==(const InterfaceInfo&) const = default;
 };
 

@@ -44,8 +44,8 @@ int main(int argc, char** argv) {
     if (::dup2(2, 1) < 0) hvrun::throw_errno("dup2", "stdout to stderr");
     hvrun::Agent agent(std::move(in), std::move(out));
     return agent.run();
-  } catch (const hvrun::Error& e) {
-    std::cerr << "hvrun-agent: " << e.what() << "\n";
+  } catch (const std::exception& e) {
+    std::cerr << "hvrun-agent: " << hvrun::user_message(e, "serving hvrun") << "\n";
     return 1;
   }
 }

@@ -31,7 +31,7 @@ int run(int argc, char** argv) {
     std::cerr << "hvrun: error: " << e.what() << "\n";
     return hvrun::kExitUsage;
   } catch (const std::exception& e) {
-    std::cerr << "hvrun: error: " << e.what() << "\n";
+    std::cerr << "hvrun: error: " << hvrun::user_message(e, "reading the command line or setting up the job") << "\n";
     return hvrun::kExitLaunchFailed;
   }
 }

@@ -38,7 +38,11 @@
 #include "launcher/nic_filter.hpp"
 #include "launcher/nic_selector.hpp"
 #include "launcher/agent_starter.hpp"
+#include "launcher/probe_retry.hpp"
+#include "launcher/same_host.hpp"
+#include "launcher/start_progress.hpp"
 #include "launcher/status_line.hpp"
+#include "launcher/user_env.hpp"
 #include "agent/interface_list.hpp"
 #include "launcher/output_mux.hpp"
 #include "launcher/rank_env.hpp"
@@ -141,6 +145,7 @@ struct Job::Impl {
         signals(io, SIGINT, SIGTERM),
         deadline(io),
         heartbeat_timer(io),
+        progress_timer(io),
         secret(JobSecret::generate()) {}
 
   ~Impl() {
@@ -156,6 +161,7 @@ struct Job::Impl {
   asio::signal_set signals;
   asio::steady_timer deadline;
   asio::steady_timer heartbeat_timer;
+  asio::steady_timer progress_timer;
   JobSecret secret;
   std::vector<Host> hosts;
   std::vector<RankState> ranks;
@@ -167,6 +173,7 @@ struct Job::Impl {
   std::vector<ProbeTarget> targets;
   std::vector<ProbeResult> results;
   std::size_t probes_expected = 0;
+  int probe_attempts = 0;  // rounds of probes sent (probe_retry.hpp)
   std::vector<std::pair<std::size_t, std::size_t>> planned;  // (prober, index into targets)
   bool evaluation_pending = false;
   std::vector<HostSelection> selections;
@@ -198,7 +205,7 @@ struct Job::Impl {
     start_agents();
     signals.async_wait([this](auto ec, int sig) { on_signal(ec, sig); });
     arm_deadline(options.start_timeout, [this] { on_start_timeout(); });
-    io.run();
+    run_loop();
     signals.cancel();
     for (auto& h : hosts)
       if (h.local) h.local->reap(kShutdownTimeout);
@@ -209,6 +216,40 @@ struct Job::Impl {
       return kExitOk;
     }
     return run_mpirun(*mpirun);
+  }
+
+  // Runs the event loop to its end. An exception out of a handler (a timer's, a signal's) does not end
+  // the job past its teardown: it fails the job in one line and the loop goes on to shut down; a
+  // teardown that throws again is cut short (agents see their channels close and kill their ranks).
+  void run_loop() {
+    for (int failures = 0;;) {
+      try {
+        io.run();
+        return;
+      } catch (const std::exception& e) {
+        const std::string line = user_message(e, activity());
+        if (failure_reported || phase == Phase::kShuttingDown || phase == Phase::kDone) spdlog::error("hvrun: {}", line);
+        if (exit_code == kExitOk) exit_code = kExitLaunchFailed;
+        if (++failures > 2) return;
+        if (phase == Phase::kShuttingDown || phase == Phase::kDone) {
+          if (phase != Phase::kDone) finish();
+        } else {
+          fail_job(line);
+        }
+      }
+    }
+  }
+
+  std::string activity() const {
+    switch (phase) {
+      case Phase::kStarting: return "starting the agents";
+      case Phase::kProbing: return "probing the NICs";
+      case Phase::kRunning: return "supervising the ranks";
+      case Phase::kStopping: return "stopping the ranks";
+      case Phase::kShuttingDown:
+      case Phase::kDone: return "shutting down the agents";
+    }
+    return "running the job";
   }
 
   // ---- start-up ----------------------------------------------------------------------------------
@@ -248,6 +289,7 @@ struct Job::Impl {
     }
     send_heartbeats();
     show_progress();
+    if (status) tick_progress(kNamePendingAfter);
   }
 
   // Start hosts[i]'s agent (SSH, --rsh-agent), on a thread of its own: all hosts connect at once.
@@ -258,7 +300,7 @@ struct Job::Impl {
       try {
         agent = start_host_agent(options, host, agent_path);
       } catch (const std::exception& e) {
-        error = e.what();
+        error = user_message(e, "starting the agent on " + host);
       }
       std::lock_guard lock(box->mutex);
       if (box->impl == nullptr) return;
@@ -301,13 +343,26 @@ struct Job::Impl {
 
   void show_progress() {
     if (!status || phase != Phase::kStarting) return;
-    int connected = 0, up = 0;
+    StartProgress p;
+    p.hosts = hosts.size();
     for (const Host& h : hosts) {
-      if (!h.connecting && h.connect_error.empty()) ++connected;
-      if (h.hello) ++up;
+      if (!h.connecting && h.connect_error.empty()) ++p.connected;
+      if (h.hello) ++p.agents_up;
+      if (h.connect_error.empty() && !(h.hello && h.ready)) p.pending.push_back(h.name);
     }
-    status->show("hvrun: connected " + std::to_string(connected) + "/" + std::to_string(hosts.size()) +
-                 ", agents up " + std::to_string(up) + "/" + std::to_string(hosts.size()));
+    p.elapsed = std::chrono::duration_cast<milliseconds>(Clock::now() - t_start);
+    status->show(progress_text(p));
+  }
+
+  // Redraws the status line once a second from kNamePendingAfter on, so pending hosts get named even
+  // when no event comes.
+  void tick_progress(milliseconds after) {
+    progress_timer.expires_after(after);
+    progress_timer.async_wait([this](auto ec) {
+      if (ec || phase != Phase::kStarting) return;
+      show_progress();
+      tick_progress(milliseconds(1000));
+    });
   }
 
   // Starts the conversation with the agent of hosts[i] over `fd`.
@@ -376,7 +431,23 @@ struct Job::Impl {
       if (!(other.hello && other.ready) && (other.connecting || other.connect_error.empty())) return;
     if (status) status->clear();
     t_agents_up = Clock::now();
+    if (const auto twin = same_host()) {
+      exit_code = kExitUsage;
+      failure_reported = true;
+      spdlog::error("hvrun: error: {}", *twin);
+      return shut_down();
+    }
     probe();
+  }
+
+  // Two entries of one multi-host job that reach the same network stack (same_host.hpp). A job whose
+  // every host is this machine is exempt: there loopback is the NIC and nothing is probed.
+  std::optional<std::string> same_host() const {
+    if (std::all_of(hosts.begin(), hosts.end(), [](const Host& h) { return h.is_local; })) return std::nullopt;
+    std::vector<HostIdentity> ids;
+    for (const Host& h : hosts)
+      if (h.hello) ids.push_back(HostIdentity{h.name, plan.hosts()[h.plan_index].slots, h.hello->network_stack});
+    return same_host_error(ids);
   }
 
   // ---- NIC discovery -----------------------------------------------------------------------------
@@ -402,25 +473,50 @@ struct Job::Impl {
       return shut_down();
     }
     probe_started = std::chrono::steady_clock::now();
-    const auto order = probe_order(inventories, targets, filter, single_host);
-    for (std::size_t m = 0; m < members.size(); ++m) {
-      Host& h = hosts[members[m]];
-      ProbeRequestMsg req;
-      req.timeout_ms = static_cast<int>(options.probe_timeout.count());
-      for (const std::size_t ti : order) {
-        const ProbeTarget& t = targets[ti];
-        if (t.host == m) continue;
-        planned.emplace_back(m, ti);
-        const Host& peer = hosts[members[t.host]];
-        req.targets.push_back(ProbeAddress{static_cast<int>(members[t.host]), t.iface, t.address, peer.hello->probe_port});
-      }
-      probes_expected += req.targets.size();
-      if (!req.targets.empty()) h.channel->send(FrameType::kControl, encode_control(req));
-    }
+    for (const std::size_t ti : probe_order(inventories, targets, filter, single_host))
+      for (std::size_t m = 0; m < members.size(); ++m)
+        if (targets[ti].host != m) planned.emplace_back(m, ti);
+    probes_expected = planned.size();
+    probe_attempts = 1;
     spdlog::info("hvrun: probing {} addresses of {} hosts", probes_expected, hosts.size());
-    // Probes end by themselves within the timeout; the slack covers agents that are slow to say so.
-    arm_deadline(options.probe_timeout + kProbeSlack, [this] { decide(); });
+    send_probes(planned, options.probe_timeout);
     if (probes_expected == 0) decide();
+  }
+
+  // Sends each prober its share of `pairs` (prober, index into targets), in the order given.
+  void send_probes(const std::vector<std::pair<std::size_t, std::size_t>>& pairs, milliseconds timeout) {
+    std::vector<ProbeRequestMsg> requests(members.size());
+    for (const auto& [m, ti] : pairs) {
+      const ProbeTarget& t = targets[ti];
+      const Host& peer = hosts[members[t.host]];
+      requests[m].targets.push_back(
+          ProbeAddress{static_cast<int>(members[t.host]), t.iface, t.address, peer.hello->probe_port});
+    }
+    for (std::size_t m = 0; m < members.size(); ++m) {
+      requests[m].timeout_ms = static_cast<int>(timeout.count());
+      if (!requests[m].targets.empty()) hosts[members[m]].channel->send(FrameType::kControl, encode_control(requests[m]));
+    }
+    // Probes end by themselves within the timeout; the slack covers agents that are slow to say so.
+    arm_deadline(timeout + kProbeSlack, [this] { decide(); });
+  }
+
+  // When some host has no usable NIC and probes towards it timed out, sends those again with a longer
+  // timeout (probe_retry.hpp) and returns true; false when there is nothing left to try.
+  bool retry_missed_probes() {
+    if (probe_attempts >= kMaxProbeAttempts) return false;
+    if (std::all_of(selections.begin(), selections.end(), [](const HostSelection& s) { return s.selected.has_value(); }))
+      return false;
+    const auto again = probes_to_retry(targets, results, selections);
+    if (again.empty()) return false;
+    std::set<std::tuple<std::size_t, std::size_t, std::string>> retried;
+    for (const auto& [m, ti] : again) retried.emplace(m, targets[ti].host, targets[ti].address);
+    std::erase_if(results, [&](const ProbeResult& r) { return retried.count({r.from, r.to, r.address}) > 0; });
+    ++probe_attempts;
+    const milliseconds timeout = attempt_timeout(options.probe_timeout, probe_attempts);
+    spdlog::info("hvrun: probing {} addresses again (attempt {} of {}, timeout {})", again.size(), probe_attempts,
+                 kMaxProbeAttempts, seconds_text(timeout));
+    send_probes(again, timeout);
+    return true;
   }
 
   void handle(std::size_t i, ProbeResultMsg m) {
@@ -496,9 +592,10 @@ struct Job::Impl {
   void decide() {
     if (phase != Phase::kProbing) return;
     deadline.cancel();
+    selections = select_nics(inventories, targets, results, filter, single_host);
+    if (retry_missed_probes()) return;
     t_decided = Clock::now();
     probe_ms = std::chrono::duration_cast<std::chrono::milliseconds>(t_decided - probe_started);
-    selections = select_nics(inventories, targets, results, filter, single_host);
     for (std::size_t i = 0; i < hosts.size(); ++i)
       if (auto c = choice_of(i)) spdlog::info("hvrun: {} uses {} {} ({})", hosts[i].name, c->iface, c->address, c->why);
     if (options.check_only) return report_check();
@@ -507,7 +604,9 @@ struct Job::Impl {
     if (!all) {
       failure_reported = true;
       exit_code = kExitLaunchFailed;
-      spdlog::error("hvrun: {}", report().why_unusable());
+      std::string why = report().why_unusable();
+      while (!why.empty() && why.back() == '\n') why.pop_back();
+      spdlog::error("hvrun: {}\nhvrun: gave up after {}", why, attempts_text(options.probe_timeout, probe_attempts));
       return shut_down();
     }
     // --mpi: mpirun's processes need no Gloo rendezvous.
@@ -641,11 +740,20 @@ struct Job::Impl {
     const auto env = base_environment();
     const auto remote_env = without_host_specific(env);
     const std::string cwd = current_directory();
+    const auto user = user_variables(options.env, launcher_environment());
+    std::vector<std::string> names;
+    for (const HostInventory& inv : inventories) names.push_back(inv.host);
+    if (const std::string line = user_nic_contradictions(user, names, selections); !line.empty())
+      spdlog::warn("hvrun: {}", line);
     for (Host& h : hosts) {
       const HostPlan& hp = plan.hosts()[h.plan_index];
       LaunchMsg m{h.name, cwd, options.command, h.is_local ? env : remote_env, {}};
-      for (int r = hp.first_rank; r < hp.first_rank + hp.local_size; ++r)
-        m.ranks.push_back(RankLaunch{r, rank_environment(plan.rank(r), net)});
+      for (int r = hp.first_rank; r < hp.first_rank + hp.local_size; ++r) {
+        // The user's -x wins over the rank contract (README, The rank environment).
+        auto rank_env = rank_environment(plan.rank(r), net);
+        apply_user_variables(rank_env, user);
+        m.ranks.push_back(RankLaunch{r, std::move(rank_env)});
+      }
       h.channel->send(FrameType::kControl, encode_control(m));
     }
     phase = Phase::kRunning;
@@ -680,6 +788,10 @@ struct Job::Impl {
     } catch (const ProtocolError& e) {
       h.channel->close();
       on_agent_closed(i, e.what());
+    } catch (const std::exception& e) {
+      // Anything else (a rank environment hvrun cannot encode, a failed system call) ends the job
+      // through the orderly teardown, never past it.
+      fail_job(user_message(e, "handling a message from the agent on " + h.name));
     }
   }
 
@@ -894,6 +1006,7 @@ struct Job::Impl {
       if (h.watchdog) h.watchdog->cancel();
     }
     heartbeat_timer.cancel();
+    progress_timer.cancel();
     deadline.cancel();
     // Everything the ranks printed is written before hvrun exits, however slowly stdout is read; a
     // signal meanwhile (on_signal) gives up on it.
@@ -939,9 +1052,13 @@ struct Job::Impl {
     std::cout << "# command:";
     for (const auto& a : options.command) std::cout << ' ' << a;
     std::cout << "\n";
+    const auto user = user_variables(options.env, launcher_environment());
     for (int r = 0; r < plan.size(); ++r) {
-      for (const auto& [k, v] : rank_environment(plan.rank(r), net)) {
-        const bool port_picked_later = k == "MASTER_PORT" || k == "HOROVOD_GLOO_RENDEZVOUS_PORT";
+      auto rank_env = rank_environment(plan.rank(r), net);
+      apply_user_variables(rank_env, user);
+      for (const auto& [k, v] : rank_env) {
+        const bool port_picked_later =
+            (k == "MASTER_PORT" || k == "HOROVOD_GLOO_RENDEZVOUS_PORT") && !user.count(k);
         std::cout << '[' << r << "] " << k << '=' << (port_picked_later ? "<free port picked at launch>" : v) << "\n";
       }
     }

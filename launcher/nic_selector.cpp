@@ -37,6 +37,8 @@ Candidacy candidacy(const InterfaceInfo& nic, const NicFilter& filter, bool sing
   if (nic.loopback && !single_host) return {{}, SkipReason::kLoopback};
   if (!nic.up) return {{}, SkipReason::kDown};
   if (!nic.running) return {{}, SkipReason::kNoCarrier};
+  // A bridge port (docker0's container veths) carries no address of its own: the bridge does.
+  if (!nic.master.empty()) return {{}, SkipReason::kBridgePort};
   std::vector<std::string> v4, v6;
   bool link_local = false;
   for (const auto& a : nic.addresses) {

@@ -51,6 +51,9 @@
 #                   session about a second, and a session killed inside it can leave a stale lock.
 #                   0: ~/.bashrc runs for every ssh command.
 #   LAB_JOBS        hosts set up in parallel by up (default 4).
+#   LAB_CONTAINER_VETHS  N (default 0, at most 500): each host also gets N container veths
+#                   vethc0..vethcN-1 enslaved to docker0 (with only an IPv6 link-local address, as
+#                   Docker leaves them; peers up in the switch ns), like a Docker or Kubernetes host.
 #   LAB_TRACE       1: trace every command with a timestamp (set -x).
 #
 # Addressing plan (host I, I = 0..N-1; A = 10+I)
@@ -78,6 +81,7 @@ LAB_LINK_WAIT=${LAB_LINK_WAIT:-10}
 LAB_RECREATE=${LAB_RECREATE:-0}
 LAB_SKIP_BASHRC=${LAB_SKIP_BASHRC:-1}
 LAB_JOBS=${LAB_JOBS:-4}
+LAB_CONTAINER_VETHS=${LAB_CONTAINER_VETHS:-0}
 
 readonly MAX_HOSTS=32
 readonly SSHD_BIN=/usr/sbin/sshd
@@ -118,6 +122,7 @@ validate_config() {
   [[ $LAB_SSHD_WAIT =~ ^[0-9]+$ ]] || die "LAB_SSHD_WAIT must be a number of seconds"
   [[ $LAB_LINK_WAIT =~ ^[0-9]+$ ]] || die "LAB_LINK_WAIT must be a number of seconds"
   uint_in "$LAB_JOBS" 1 64 || die "LAB_JOBS must be 1..64"
+  uint_in "$LAB_CONTAINER_VETHS" 0 500 || die "LAB_CONTAINER_VETHS must be 0..500"
   # LAB_DIR exported by `env` of another lab must not make this command act on that lab.
   local line
   if [[ -r $LAB_DIR/lab.env ]]; then
@@ -401,6 +406,7 @@ write_state() { # N
     q LAB_DOCKER_IFACE "$DOCKER_IF"
     q LAB_DOCKER_ADDR "$DOCKER_ADDR"
     q LAB_DOCKER_SUBNET 172.17.0.0/16
+    q LAB_CONTAINER_VETHS "$LAB_CONTAINER_VETHS"
     q LAB_DEAD_IFACE "$DEAD_IF"
     q LAB_DEAD_SUBNET "$DEAD_NET.0/24"
     q LAB_DEAD_ADDRS "${WADDR[*]}"
@@ -471,7 +477,7 @@ ipt_apply() { # I fragment
 }
 
 host_ip_batch() { # I: ip -batch lines configuring host I's NICs
-  local i=$1 f=${FIF[$1]} mac
+  local i=$1 f=${FIF[$1]} mac j
   echo "link set lo up"
   echo "addr add ${FADDR[i]}/24 dev $f"
   if ((LAB_IPV6)); then echo "addr add ${F6ADDR[i]}/64 dev $f nodad"; fi
@@ -483,6 +489,7 @@ host_ip_batch() { # I: ip -batch lines configuring host I's NICs
   printf -v mac '02:42:00:00:00:%02x' "$i"
   echo "link add $DOCKER_IF address $mac type bridge"
   echo "link set $DOCKER_PORT_IF master $DOCKER_IF up"
+  for ((j = 0; j < LAB_CONTAINER_VETHS; j++)); do echo "link set vethc$j master $DOCKER_IF up"; done
   echo "addr add $DOCKER_ADDR/16 dev $DOCKER_IF"
   echo "link set $DOCKER_IF up"
 }
@@ -531,7 +538,7 @@ cmd_up() {
   fi
   [[ -e $LAB_DIR ]] && die "$LAB_DIR exists but is not a lab directory; choose another LAB_DIR"
 
-  local t0 i ns mac kind pids=()
+  local t0 i j ns mac kind pids=()
   t0=$(now_ms)
   init_tables "$n"
   size_neighbour_tables "$n"
@@ -574,6 +581,9 @@ cmd_up() {
     echo "link add name $DROP_IF address $mac netns $ns type veth peer name h$i-e9 netns $SW_NS"
     nic_mac mac 4 "$i"
     echo "link add name $DOCKER_PORT_IF address $mac netns $ns type veth peer name h$i-dk netns $SW_NS"
+    for ((j = 0; j < LAB_CONTAINER_VETHS; j++)); do
+      echo "link add name vethc$j netns $ns type veth peer name h$i-c$j netns $SW_NS"
+    done
   done >"$LAB_DIR/veths.batch"
   ip -batch "$LAB_DIR/veths.batch"
 
@@ -589,6 +599,7 @@ cmd_up() {
       echo "link set h$i-e9 master br-drop up"
       echo "link set h$i-wl up"
       echo "link set h$i-dk up"
+      for ((j = 0; j < LAB_CONTAINER_VETHS; j++)); do echo "link set h$i-c$j up"; done
     done
   } | ip -n "$SW_NS" -batch -
 

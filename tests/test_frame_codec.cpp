@@ -4,6 +4,8 @@
 #include "agent/error.hpp"
 #include "agent/frame_codec.hpp"
 
+#include <nlohmann/json.hpp>
+
 using namespace hvrun;
 
 TEST_CASE("frames round-trip whole and byte by byte", "[wire]") {
@@ -83,6 +85,29 @@ TEST_CASE("control messages round-trip and reject malformed input", "[wire]") {
                           R"({"type":"hello"})"}) {
     INFO(bad);
     REQUIRE_THROWS_WITH(decode_control(bad, "agent on d"), Catch::Contains("agent on d"));
+  }
+}
+
+TEST_CASE("control messages carry bytes, not text: strings and keys that are not UTF-8 arrive exact", "[wire]") {
+  const std::string latin1("caf\xe9", 4), lone("\xff", 1), nul_first("\0x", 2), overlong("\xc0\xaf", 2);
+  LaunchMsg launch{"b", "/tmp/" + latin1, {"printf", latin1, lone, "", "\xe2\x82\xac"}, {{"V" + latin1, lone}, {"PATH", "/bin"}},
+                   {{3, {{"X", nul_first}, {nul_first, overlong}}}}};
+  const std::string wire = encode_control(launch);
+  CHECK(nlohmann::json::parse(wire).is_object());  // still JSON, valid UTF-8
+  CHECK(wire.find("\"/bin\"") != std::string::npos);  // text stays text, readable in a trace
+  const auto l = std::get<LaunchMsg>(decode_control(wire, "p"));
+  CHECK(l.cwd == launch.cwd);
+  CHECK(l.argv == launch.argv);
+  CHECK(l.env == launch.env);
+  CHECK(l.ranks.at(0).env == launch.ranks.at(0).env);
+  const auto ex = std::get<ExitedMsg>(decode_control(encode_control(ExitedMsg{1, 127, 0, "cannot execute '" + latin1 + "'"}), "p"));
+  CHECK(ex.error == "cannot execute '" + latin1 + "'");
+
+  // A bytes form that is not base64 is the peer's error, named, like any malformed message.
+  for (const char* bad : {R"({"type":"fatal","error":{"\u0000":"abc"}})", R"({"type":"fatal","error":{"\u0000":"ab!="}})",
+                          R"({"type":"fatal","error":{"\u0000":5}})"}) {
+    INFO(bad);
+    REQUIRE_THROWS_WITH(decode_control(bad, "agent on f"), Catch::Contains("agent on f") && Catch::Contains("bytes"));
   }
 }
 

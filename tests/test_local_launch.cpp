@@ -203,3 +203,40 @@ TEST_CASE("oversubscription: -np above the slots warns once and spreads ranks in
   CHECK(strict.exit_code == 2);
   CHECK_THAT(strict.err, Catch::Contains("6") && Catch::Contains("3"));
 }
+
+TEST_CASE("the user's -x wins over the rank contract; a NIC no host can use is named once, still honoured",
+          "[integration]") {
+  auto r = run(hvrun_args({"-H", "localhost:2", "-x", "MASTER_PORT=29500", "-x", "NCCL_SOCKET_IFNAME=enp", "-x",
+                           "RANK=user", "sh", "-c", "echo P=$MASTER_PORT N=$NCCL_SOCKET_IFNAME R=$RANK L=$LOCAL_RANK"}),
+               20s);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("[0]<stdout>:P=29500 N=enp R=user L=0"));
+  CHECK_THAT(r.out, Catch::Contains("[1]<stdout>:P=29500 N=enp R=user L=1"));
+  // One line: this machine's candidates are all usable on a single host (lo and whatever else it has).
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  CHECK_THAT(r.err, Catch::StartsWith("hvrun: -x NCCL_SOCKET_IFNAME=enp matches no usable NIC on localhost (usable "
+                                      "there: lo") &&
+                        Catch::EndsWith("); honoured as given, ranks there may fail to connect\n"));
+
+  auto dry = run(hvrun_args({"--dry-run", "-H", "localhost", "-x", "MASTER_PORT=29500", "true"}), 20s);
+  CHECK_THAT(dry.out, Catch::Contains("[0] MASTER_PORT=29500\n"));
+}
+
+TEST_CASE("bytes that are not UTF-8 in hvrun's environment, an argument, a -x value and the working directory "
+          "reach local ranks exactly",
+          "[integration]") {
+  const std::string e9("\xe9", 1), ff("\xff", 1);
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("hvrun-bytes-" + e9 + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string script = "printf '%s|%s|%s|%s|' \"$1\" \"$HVRUN_TEST_BYTES\" \"$HVRUN_TEST_X\" \"$(pwd)\"";
+  auto r = run({"/bin/sh", "-c", "cd \"$1\" && shift && exec \"$@\"", "sh", dir.string(), hvrun_bin(), "-H",
+                "localhost:2", "-x", "HVRUN_TEST_X=x" + ff, "sh", "-c", script, "sh", "arg" + e9 + ff},
+               20s, {"HVRUN_TEST_BYTES=caf" + e9});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(r.err.empty());
+  const std::string expected = "arg" + e9 + ff + "|caf" + e9 + "|x" + ff + "|" + dir.string() + "|";
+  CHECK_THAT(r.out, Catch::Contains("[0]<stdout>:" + expected) && Catch::Contains("[1]<stdout>:" + expected));
+  std::filesystem::remove_all(dir);
+}

@@ -100,6 +100,18 @@ TEST_CASE("probe targets: candidates' addresses, IPv4 first, no loopback, no nee
                                                                       {"eth7", SkipReason::kLinkLocalOnly}});
     CHECK(sel[0].skipped.back().why == "link-local addresses only: scoped to one link, not routable between hosts");
   }
+  SECTION("a NIC enslaved to a bridge (a container veth on docker0) offers nothing, even with an address") {
+    auto h = lab_hosts(2);
+    auto port = make_nic("vethc1", {"10.99.0.1", "fe80::c1%vethc1"}, {24, 64});
+    port.master = "docker0";
+    h[0].interfaces.push_back(port);
+    const auto t = hvrun::probe_targets(h, {}, false);
+    for (const auto& x : t) CHECK(x.iface != "vethc1");
+    const auto sel = hvrun::select_nics(h, t, lab_probe(h, t), {}, false);
+    REQUIRE_FALSE(sel[0].skipped.empty());
+    CHECK(sel[0].skipped.back().iface == "vethc1");
+    CHECK(sel[0].skipped.back().reason == SkipReason::kBridgePort);
+  }
   SECTION("a subnet inclusion offers only the addresses inside it") {
     const auto t = hvrun::probe_targets(hosts, NicFilter::parse({"fd77::/64"}), false);
     CHECK(t == std::vector<ProbeTarget>{{0, "eth1", "fd77::10"}, {1, "enp6s0", "fd77::11"}});

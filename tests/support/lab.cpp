@@ -34,10 +34,11 @@ std::optional<std::string> Lab::unavailable_reason() {
   return std::nullopt;
 }
 
-Lab::Lab(int hosts, std::string prefix) : prefix_(std::move(prefix)) {
+Lab::Lab(int hosts, std::string prefix, std::vector<std::string> options) : prefix_(std::move(prefix)) {
   auto up = run({lab_script(), "up", std::to_string(hosts)}, 120s, [&] {
     auto e = lab_env(prefix_);
     e.push_back("LAB_RECREATE=1");
+    e.insert(e.end(), options.begin(), options.end());
     return e;
   }());
   if (up.exit_code != 0) {

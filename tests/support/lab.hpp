@@ -15,7 +15,8 @@ class Lab {
 
   // Brings up `hosts` hosts under `prefix`; throws with lab.sh's output when that fails.
   explicit Lab(int hosts) : Lab(hosts, default_prefix()) {}
-  Lab(int hosts, std::string prefix);
+  // `options`: lab.sh settings for `up` ("LAB_CONTAINER_VETHS=40").
+  Lab(int hosts, std::string prefix, std::vector<std::string> options = {});
   // $HVRUN_TEST_LAB_PREFIX, else "hvtest": two test runs at once on one machine need two prefixes.
   static std::string default_prefix();
   ~Lab();

@@ -1,0 +1,30 @@
+#include "agent/network_stack.hpp"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
+#include <spdlog/spdlog.h>
+
+namespace hvrun {
+
+std::string network_stack_identity() {
+  std::ifstream boot("/proc/sys/kernel/random/boot_id");
+  std::string boot_id;
+  std::getline(boot, boot_id);
+  struct stat ns {};
+  if (boot_id.empty()) {
+    spdlog::debug("hvrun-agent: cannot read /proc/sys/kernel/random/boot_id; duplicate hosts go unnoticed");
+    return {};
+  }
+  // The namespace's inode on nsfs (and that file system's device) name it for as long as it exists.
+  if (::stat("/proc/self/ns/net", &ns) != 0) {
+    spdlog::debug("hvrun-agent: stat(/proc/self/ns/net) failed: {}; duplicate hosts go unnoticed", std::strerror(errno));
+    return {};
+  }
+  return boot_id + "/net:" + std::to_string(ns.st_dev) + ":" + std::to_string(ns.st_ino);
+}
+
+}  // namespace hvrun
