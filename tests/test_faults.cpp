@@ -300,4 +300,28 @@ TEST_CASE("fault catalogue: every fault ends the job cleanly, says why, and leav
     for (int rank = 0; rank < 4; ++rank)
       CHECK(count_of(r.out, "[" + std::to_string(rank) + "]<stdout>:" + line + "\n") == kLines);
   }
+  {
+    INFO("a missed probe is not a verdict: h2's fabric drops each source's first SYN; the launch probes again, runs");
+    const std::string fabric2 = lab.list("LAB_FABRIC_IFACES").at(2);
+    for (const char* tool : {"iptables", "ip6tables"}) {
+      // Connections to sshd pass; of the others, a source's first SYN is dropped, later ones pass.
+      REQUIRE(run(lab.on_host(2, {tool, "-I", "INPUT", "1", "-i", fabric2, "-p", "tcp", "--syn", "!", "--dport",
+                                  lab.var("LAB_PORT"), "-m", "recent", "--name", "hvfirst", "--set", "-j", "DROP"}),
+                  10s).exit_code == 0);
+      REQUIRE(run(lab.on_host(2, {tool, "-I", "INPUT", "1", "-i", fabric2, "-p", "tcp", "--syn", "!", "--dport",
+                                  lab.var("LAB_PORT"), "-m", "recent", "--name", "hvfirst", "--rcheck", "-j", "ACCEPT"}),
+                  10s).exit_code == 0);
+    }
+    auto r = run(hvrun_on(lab, home, {"--verbose", "--probe-timeout", "0.5", "-H", h1 + "," + h2, "sh", "-c",
+                                      "echo on $HVRUN_IFACE"}),
+                 60s);
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 0);
+    CHECK_THAT(r.err, Catch::Contains("again (attempt 2 of 3, timeout 1 s)"));
+    CHECK_THAT(r.out, Catch::Contains("[1]<stdout>:on " + fabric2));
+    CHECK(r.max_rss_kib < kMaxRssKib);
+    CHECK_FALSE(has_crash_text(r.err));
+    for (const char* tool : {"iptables", "ip6tables"})
+      for (int rule = 0; rule < 2; ++rule) run(lab.on_host(2, {tool, "-D", "INPUT", "1"}), 10s);
+  }
 }

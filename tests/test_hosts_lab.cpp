@@ -76,7 +76,7 @@ TEST_CASE("hosts as users have them: bytes, -x, across lab hosts", "[lab][hosts]
     for (const auto& a : hvrun_on(lab, home, {"--ssh-connect-timeout", "4", "-H", h1 + "," + dropping, "true"}))
       line += "'" + a + "' ";
     // script(1) gives hvrun a terminal, where the status line shows.
-    auto r = run({"script", "-qfec", line, "/dev/null"}, 60s);
+    auto r = run({"/usr/bin/script", "-qfec", line, "/dev/null"}, 60s);
     INFO(r.out << r.err);
     CHECK_THAT(r.out, Catch::Contains("connected 1/2, agents up 1/2; waiting for " + dropping + "\x1b[K"));
     CHECK_THAT(r.out, Catch::Contains(dropping + ": no answer from " + dropping));
@@ -91,28 +91,6 @@ TEST_CASE("hosts as users have them: bytes, -x, across lab hosts", "[lab][hosts]
     CHECK(count_of(r.out, "vethc39") == 0);
     // Each host offers its fabric, docker0, wlp5s0 and eth9 (IPv4 and fd77::): 2 peers x 3 hosts x 5.
     CHECK_THAT(r.err, Catch::Contains("probing 30 addresses of 3 hosts"));
-  }
-  {
-    INFO("a missed probe is not a verdict: h2's fabric drops the first SYN from each source; the launch retries");
-    const std::string fabric2 = lab.list("LAB_FABRIC_IFACES").at(2);
-    for (const char* tool : {"iptables", "ip6tables"}) {
-      // Connections to sshd pass; of the others, a source's first SYN is dropped, later ones pass.
-      REQUIRE(run(lab.on_host(2, {tool, "-I", "INPUT", "1", "-i", fabric2, "-p", "tcp", "--syn", "!", "--dport",
-                                  lab.var("LAB_PORT"), "-m", "recent", "--name", "hvfirst", "--set", "-j", "DROP"}),
-                  10s).exit_code == 0);
-      REQUIRE(run(lab.on_host(2, {tool, "-I", "INPUT", "1", "-i", fabric2, "-p", "tcp", "--syn", "!", "--dport",
-                                  lab.var("LAB_PORT"), "-m", "recent", "--name", "hvfirst", "--rcheck", "-j", "ACCEPT"}),
-                  10s).exit_code == 0);
-    }
-    auto r = run(hvrun_on(lab, home, {"--verbose", "--probe-timeout", "0.5", "-H", h1 + "," + h2, "sh", "-c",
-                                      "echo on $HVRUN_IFACE"}),
-                 60s);
-    INFO(r.out << r.err);
-    CHECK(r.exit_code == 0);
-    CHECK_THAT(r.err, Catch::Contains("again (attempt 2 of 3, timeout 1 s)"));
-    CHECK_THAT(r.out, Catch::Contains("[1]<stdout>:on " + fabric2));
-    for (const char* tool : {"iptables", "ip6tables"})
-      for (int rule = 0; rule < 2; ++rule) run(lab.on_host(2, {tool, "-D", "INPUT", "1"}), 10s);
   }
   {
     INFO("a NIC that drops everything: given up after the bounded retries, the message says how many");
