@@ -20,7 +20,8 @@ std::string base64(const std::string& bytes) {
 
 std::string unbase64(const std::string& text, const std::string& peer) {
   // EVP_DecodeBlock takes whole 4-character groups and counts the '=' padding as zero bytes.
-  if (text.size() % 4 != 0) throw ProtocolError(peer + ": malformed bytes field (base64 length " + std::to_string(text.size()) + ")");
+  if (text.size() % 4 != 0)
+    throw ProtocolError(peer + ": malformed bytes field (base64 length " + std::to_string(text.size()) + ")");
   std::string out(3 * (text.size() / 4) + 1, '\0');
   const int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
                                 reinterpret_cast<const unsigned char*>(text.data()), static_cast<int>(text.size()));

@@ -21,7 +21,8 @@ std::string network_stack_identity() {
   }
   // The namespace's inode on nsfs (and that file system's device) name it for as long as it exists.
   if (::stat("/proc/self/ns/net", &ns) != 0) {
-    spdlog::debug("hvrun-agent: stat(/proc/self/ns/net) failed: {}; duplicate hosts go unnoticed", std::strerror(errno));
+    spdlog::debug("hvrun-agent: stat(/proc/self/ns/net) failed: {}; duplicate hosts go unnoticed",
+                  std::strerror(errno));
     return {};
   }
   return boot_id + "/net:" + std::to_string(ns.st_dev) + ":" + std::to_string(ns.st_ino);

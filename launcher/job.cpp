@@ -228,7 +228,8 @@ struct Job::Impl {
         return;
       } catch (const std::exception& e) {
         const std::string line = user_message(e, activity());
-        if (failure_reported || phase == Phase::kShuttingDown || phase == Phase::kDone) spdlog::error("hvrun: {}", line);
+        if (failure_reported || phase == Phase::kShuttingDown || phase == Phase::kDone)
+          spdlog::error("hvrun: {}", line);
         if (exit_code == kExitOk) exit_code = kExitLaunchFailed;
         if (++failures > 2) return;
         if (phase == Phase::kShuttingDown || phase == Phase::kDone) {
@@ -494,7 +495,8 @@ struct Job::Impl {
     }
     for (std::size_t m = 0; m < members.size(); ++m) {
       requests[m].timeout_ms = static_cast<int>(timeout.count());
-      if (!requests[m].targets.empty()) hosts[members[m]].channel->send(FrameType::kControl, encode_control(requests[m]));
+      if (!requests[m].targets.empty())
+        hosts[members[m]].channel->send(FrameType::kControl, encode_control(requests[m]));
     }
     // Probes end by themselves within the timeout; the slack covers agents that are slow to say so.
     arm_deadline(timeout + kProbeSlack, [this] { decide(); });
@@ -504,7 +506,8 @@ struct Job::Impl {
   // timeout (probe_retry.hpp) and returns true; false when there is nothing left to try.
   bool retry_missed_probes() {
     if (probe_attempts >= kMaxProbeAttempts) return false;
-    if (std::all_of(selections.begin(), selections.end(), [](const HostSelection& s) { return s.selected.has_value(); }))
+    if (std::all_of(selections.begin(), selections.end(),
+                    [](const HostSelection& s) { return s.selected.has_value(); }))
       return false;
     const auto again = probes_to_retry(targets, results, selections);
     if (again.empty()) return false;

@@ -377,6 +377,10 @@ std::vector<HostSelection> select_nics(const std::vector<HostInventory>& hosts, 
   std::vector<HostSelection> out(hosts.size());
   std::map<std::pair<std::size_t, std::string_view>, std::vector<const ProbeResult*>> about;  // (to, iface)
   for (const ProbeResult& r : results) about[{r.to, r.iface}].push_back(&r);
+  // A NIC's targets by (host, iface), in targets' order: one pass, so hosts with hundreds of NICs that
+  // offer nothing (container veths) cost their number, not that times the targets.
+  std::map<std::pair<std::size_t, std::string_view>, std::vector<std::string>> offered;
+  for (const ProbeTarget& t : targets) offered[{t.host, t.iface}].push_back(t.address);
   const std::vector<const ProbeResult*> none;
   for (std::size_t h = 0; h < hosts.size(); ++h) {
     HostSelection& sel = out[h];
@@ -384,17 +388,16 @@ std::vector<HostSelection> select_nics(const std::vector<HostInventory>& hosts, 
     std::vector<std::pair<const InterfaceInfo*, std::size_t>> usable;  // NIC, kernel index
     for (std::size_t k = 0; k < nics.size(); ++k) {
       const InterfaceInfo& nic = nics[k];
-      std::vector<std::string> addresses;
-      for (const ProbeTarget& t : targets)
-        if (t.host == h && t.iface == nic.name) addresses.push_back(t.address);
-      if (addresses.empty()) {
+      const auto it = offered.find({h, nic.name});
+      if (it == offered.end()) {
         const SkipReason why = candidacy(nic, filter, single_host).why_not.value_or(SkipReason::kNotOffered);
         sel.skipped.push_back(
             {nic.name, nic.addresses.empty() ? "" : nic.addresses.front(), skip_reason_text(why), why});
         continue;
       }
       const auto found = about.find({h, nic.name});
-      sel.nics.push_back(judge(hosts, h, nic.name, addresses, found != about.end() ? found->second : none, single_host));
+      sel.nics.push_back(
+          judge(hosts, h, nic.name, it->second, found != about.end() ? found->second : none, single_host));
       if (sel.nics.back().usable) usable.emplace_back(&nic, k);
     }
     if (usable.empty()) continue;

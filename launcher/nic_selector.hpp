@@ -116,9 +116,11 @@ inline constexpr std::size_t kMaxAddressesPerNic = 4;
 
 // The addresses each host offers to be probed: those of NICs that are up and running and pass the
 // filter, never loopback unless `single_host`; per NIC its IPv4 addresses and global IPv6 ones (the
-// first of each family first), at most kMaxAddressesPerNic. Link-local IPv6 addresses are never offered:
-// a NIC with nothing else is skipped (SkipReason::kLinkLocalOnly), since such an address is scoped to
-// one link and the prober would have to name its own interface on that link. With one host nobody probes; its targets still name its candidates.
+// first of each family first), at most kMaxAddressesPerNic; never a NIC enslaved to a bridge
+// (SkipReason::kBridgePort: docker0's container veths carry no address of their own). Link-local IPv6
+// addresses are never offered: a NIC with nothing else is skipped (SkipReason::kLinkLocalOnly), since
+// such an address is scoped to one link and the prober would have to name its own interface on that
+// link. With one host nobody probes; its targets still name its candidates.
 // Throws UsageError when the filter has inclusions and a host has no NIC matching any of them:
 // "--network-interface: host b has no NIC matching 'enp6s0' (it has: eth1, docker0, lo)". A host
 // lacking some of several names is fine: `enp6s0,enp5s0` is how differing names are given.
