@@ -245,6 +245,7 @@ struct Job::Impl {
     switch (phase) {
       case Phase::kStarting: return "starting the agents";
       case Phase::kProbing: return "probing the NICs";
+      case Phase::kRendezvous: return "starting Horovod's rendezvous";
       case Phase::kRunning: return "supervising the ranks";
       case Phase::kStopping: return "stopping the ranks";
       case Phase::kShuttingDown:

@@ -273,10 +273,10 @@ TEST_CASE("horovod rendezvous: IPv4 only, and never for nobody", "[horovod_rende
 }
 
 TEST_CASE("horovod rendezvous plan: rank 0's chosen NIC, IPv4, every job host's addresses", "[horovod_rendezvous]") {
-  const InterfaceInfo lo{"lo", {"127.0.0.1", "::1"}, {8, 128}, true, true, true, false, -1};
-  const InterfaceInfo docker{"docker0", {"172.17.0.1"}, {16}, true, true, false, true, -1};
-  const InterfaceInfo fabric_a{"enp6s0", {"fd77::10", "10.77.0.10"}, {64, 24}, true, true, false, false, 10000};
-  const InterfaceInfo fabric_b{"enp5s0", {"10.77.0.11", "fe80::1%enp5s0"}, {24, 64}, true, true, false, false, 10000};
+  const InterfaceInfo lo{"lo", {"127.0.0.1", "::1"}, {8, 128}, true, true, true, false, -1, {}};
+  const InterfaceInfo docker{"docker0", {"172.17.0.1"}, {16}, true, true, false, true, -1, {}};
+  const InterfaceInfo fabric_a{"enp6s0", {"fd77::10", "10.77.0.10"}, {64, 24}, true, true, false, false, 10000, {}};
+  const InterfaceInfo fabric_b{"enp5s0", {"10.77.0.11", "fe80::1%enp5s0"}, {24, 64}, true, true, false, false, 10000, {}};
   const std::vector<InterfaceInfo> a{lo, docker, fabric_a}, b{lo, docker, fabric_b};
 
   const auto v4 = plan_horovod_rendezvous("enp6s0", "10.77.0.10", a, {a, b});
@@ -287,6 +287,6 @@ TEST_CASE("horovod rendezvous plan: rank 0's chosen NIC, IPv4, every job host's 
   const auto v6 = plan_horovod_rendezvous("enp6s0", "fd77::10", a, {a, b});
   REQUIRE(v6);
   CHECK(v6->address == "10.77.0.10");
-  const InterfaceInfo v6_only{"ib0", {"fd77::12"}, {64}, true, true, false, false, -1};
+  const InterfaceInfo v6_only{"ib0", {"fd77::12"}, {64}, true, true, false, false, -1, {}};
   CHECK_FALSE(plan_horovod_rendezvous("ib0", "fd77::12", {v6_only}, {{v6_only}, b}));
 }
