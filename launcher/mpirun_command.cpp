@@ -111,7 +111,9 @@ std::vector<std::string> mpirun_argv(const MpirunInput& in) {
     if (value) {
       set_env(env, name, *value);
     } else {
-      env.erase(std::remove_if(env.begin(), env.end(), [&](const auto& e) { return e.first == name; }), env.end());
+      // std::erase_if, not a lambda: clang 14 cannot capture a structured binding.
+      const std::string& unset = name;
+      std::erase_if(env, [&unset](const auto& e) { return e.first == unset; });
       passed.insert(name);
     }
   }
