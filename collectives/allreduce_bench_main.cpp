@@ -1,9 +1,11 @@
 // hvrun-allreduce-bench: allreduce bandwidth in the style of nccl-tests' all_reduce_perf, run under
 // hvrun (`hvrun -np 4 hvrun-allreduce-bench -b 8 -e 64M -f 4`). Every result is checked against a known
-// answer; a wrong element anywhere makes the exit code 1. Only rank 0 prints the table.
+// answer; a wrong element anywhere makes the exit code 1. Only rank 0 prints the table, with an
+// out-of-place (send != recv) and an in-place (send == recv) column as nccl-tests has.
 #include <CLI/CLI.hpp>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -72,10 +74,31 @@ class Buffers {
     (void)bytes;
   }
 
-  void allreduce(std::size_t count, DataType type, ReduceOp op) {
-    if (!gpu_) return comm_.allreduce(host_send_.data(), host_recv_.data(), count, type, op);
+  // Out of place reads send and writes recv; in place reduces recv into itself.
+  void allreduce(std::size_t count, DataType type, ReduceOp op, bool in_place) {
+    if (!gpu_) {
+      if (in_place) return comm_.allreduce(host_recv_.data(), count, type, op);
+      return comm_.allreduce(host_send_.data(), host_recv_.data(), count, type, op);
+    }
 #if HVRUN_HAVE_NCCL
-    comm_.gpu_allreduce(dev_send_, dev_recv_, count, type, op);
+    comm_.gpu_allreduce(in_place ? dev_recv_ : dev_send_, dev_recv_, count, type, op);
+#endif
+  }
+
+  // The in-place runs start from the input: send's first bytes copied into recv.
+  void input_to_recv(std::size_t bytes) {
+    std::copy_n(host_send_.begin(), bytes, host_recv_.begin());
+#if HVRUN_HAVE_NCCL
+    if (gpu_) cuda(cudaMemcpy(dev_recv_, dev_send_, bytes, cudaMemcpyDeviceToDevice), "cudaMemcpy");
+#endif
+  }
+
+  // Zeroes recv, for the timed in-place calls: x op x of zeros stays zero for every op and type, so
+  // repeated calls neither overflow nor slow down on denormals; the work is the same as on any data.
+  void zero_recv(std::size_t bytes) {
+    std::fill_n(host_recv_.begin(), bytes, '\0');
+#if HVRUN_HAVE_NCCL
+    if (gpu_) cuda(cudaMemset(dev_recv_, 0, std::max<std::size_t>(bytes, 1)), "cudaMemset");
 #endif
   }
 
@@ -119,9 +142,11 @@ int run(const Settings& s) {
     std::printf("# rank 0: Gloo on %s%s%s\n", comm.device_description().c_str(),
                 gpu ? ", NCCL on CUDA device " : "", gpu ? std::to_string(comm.gpu_device()).c_str() : "");
     std::printf("#\n");
-    std::printf("# %12s %12s %8s %6s %10s %8s %8s %8s\n", "size", "count", "type", "redop", "time", "algbw",
-                "busbw", "#wrong");
-    std::printf("# %12s %12s %8s %6s %10s %8s %8s %8s\n", "(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", "");
+    std::printf("# %12s %12s %8s %6s %37s %37s\n", "", "", "", "", "out-of-place", "in-place");
+    std::printf("# %12s %12s %8s %6s %10s %8s %8s %8s %10s %8s %8s %8s\n", "size", "count", "type", "redop", "time",
+                "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
+    std::printf("# %12s %12s %8s %6s %10s %8s %8s %8s %10s %8s %8s %8s\n", "(B)", "(elements)", "", "", "(us)",
+                "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
     std::fflush(stdout);
   }
 
@@ -133,26 +158,48 @@ int run(const Settings& s) {
     const std::size_t bytes = count * esize;
     hvrun::bench::fill_input(buffers.host_send(), count, s.type, s.op, comm.rank(), n);
     buffers.upload(bytes);
-    for (int i = 0; i < s.warmup; ++i) buffers.allreduce(count, s.type, s.op);
+
+    // Mean seconds per call of the slowest rank, over s.iters calls after s.warmup.
+    auto timed = [&](bool in_place) {
+      for (int i = 0; i < s.warmup; ++i) buffers.allreduce(count, s.type, s.op, in_place);
+      buffers.finish();
+      comm.barrier();
+      const auto start = Clock::now();
+      for (int i = 0; i < s.iters; ++i) buffers.allreduce(count, s.type, s.op, in_place);
+      buffers.finish();
+      double seconds = std::chrono::duration<double>(Clock::now() - start).count() / std::max(s.iters, 1);
+      comm.allreduce(&seconds, 1, DataType::kFloat64, ReduceOp::kMax);
+      return seconds;
+    };
+    // Wrong elements of recv over all ranks.
+    auto wrong_in_recv = [&] {
+      buffers.download(bytes);
+      auto wrong = static_cast<std::int64_t>(hvrun::bench::count_wrong(buffers.host_recv(), count, s.type, s.op, n));
+      comm.allreduce(&wrong, 1, DataType::kInt64, ReduceOp::kSum);
+      return wrong;
+    };
+
+    // Out of place: every timed call recomputes recv from send, so the last one is checked.
+    const double out_seconds = timed(false);
+    const std::int64_t out_wrong = wrong_in_recv();
+    // In place, as nccl-tests: timed on a buffer of zeros, then one call on the input, checked.
+    buffers.zero_recv(bytes);
+    const double in_seconds = timed(true);
+    buffers.input_to_recv(bytes);
+    buffers.allreduce(count, s.type, s.op, true);
     buffers.finish();
-    comm.barrier();
-    const auto start = Clock::now();
-    for (int i = 0; i < s.iters; ++i) buffers.allreduce(count, s.type, s.op);
-    buffers.finish();
-    double seconds = std::chrono::duration<double>(Clock::now() - start).count() / std::max(s.iters, 1);
-    // The slowest rank's time is the collective's time.
-    comm.allreduce(&seconds, 1, DataType::kFloat64, ReduceOp::kMax);
-    buffers.download(bytes);
-    std::int64_t wrong =
-        static_cast<std::int64_t>(hvrun::bench::count_wrong(buffers.host_recv(), count, s.type, s.op, n));
-    comm.allreduce(&wrong, 1, DataType::kInt64, ReduceOp::kSum);
-    wrong_total += wrong;
-    const double algbw = seconds > 0 ? static_cast<double>(bytes) / seconds / 1e9 : 0.0;
-    const double busbw = hvrun::bench::bus_bandwidth(algbw, n);
-    busbw_sum += busbw;
+    const std::int64_t in_wrong = wrong_in_recv();
+    wrong_total += out_wrong + in_wrong;
+
+    auto algbw = [&](double seconds) { return seconds > 0 ? static_cast<double>(bytes) / seconds / 1e9 : 0.0; };
+    const double out_busbw = hvrun::bench::bus_bandwidth(algbw(out_seconds), n);
+    const double in_busbw = hvrun::bench::bus_bandwidth(algbw(in_seconds), n);
+    busbw_sum += (out_busbw + in_busbw) / 2;
     if (printer) {
-      std::printf("  %12zu %12zu %8s %6s %10.1f %8.3f %8.3f %8lld\n", bytes, count, hvrun::data_type_name(s.type),
-                  hvrun::reduce_op_name(s.op), seconds * 1e6, algbw, busbw, static_cast<long long>(wrong));
+      std::printf("  %12zu %12zu %8s %6s %10.1f %8.3f %8.3f %8lld %10.1f %8.3f %8.3f %8lld\n", bytes, count,
+                  hvrun::data_type_name(s.type), hvrun::reduce_op_name(s.op), out_seconds * 1e6, algbw(out_seconds),
+                  out_busbw, static_cast<long long>(out_wrong), in_seconds * 1e6, algbw(in_seconds), in_busbw,
+                  static_cast<long long>(in_wrong));
       std::fflush(stdout);
     }
   }

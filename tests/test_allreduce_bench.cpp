@@ -40,13 +40,15 @@ std::vector<ChildResult> run_by_hand(const ServedStore& served, int size, const 
   return results;
 }
 
-// The table's rows (with hvrun's "[0]<stdout>:" prefix removed): size, count, type, op, #wrong.
+// The table's rows (with hvrun's "[0]<stdout>:" prefix removed): size, count, type, op, and the wrong
+// elements out of place and in place.
 struct Row {
-  std::uint64_t bytes = 0, count = 0, wrong = 0;
+  std::uint64_t bytes = 0, count = 0, wrong_out = 0, wrong_in = 0;
   std::string type, op;
 };
 
-// A row is 8 fields: bytes, count, type, op, time, algbw, busbw (numbers with a point), wrong.
+// A row is 12 fields as nccl-tests prints them: bytes, count, type, op, then time, algbw, busbw (numbers
+// with a point) and wrong, out of place and again in place.
 // (No std::regex: GCC 12 warns inside it under the sanitizers, and warnings are errors.)
 std::vector<Row> table_rows(const std::string& out) {
   std::vector<Row> rows;
@@ -60,10 +62,11 @@ std::vector<Row> table_rows(const std::string& out) {
     std::istringstream fields(line);
     std::vector<std::string> f;
     for (std::string t; fields >> t;) f.push_back(t);
-    if (f.size() != 8 || !is_uint(f[0]) || !is_uint(f[1]) || !is_real(f[4]) || !is_real(f[5]) || !is_real(f[6]) ||
-        !is_uint(f[7]))
-      continue;
-    rows.push_back(Row{std::stoull(f[0]), std::stoull(f[1]), std::stoull(f[7]), f[2], f[3]});
+    if (f.size() != 12 || !is_uint(f[0]) || !is_uint(f[1]) || !is_uint(f[7]) || !is_uint(f[11])) continue;
+    bool reals = true;
+    for (std::size_t i : {4, 5, 6, 8, 9, 10}) reals = reals && is_real(f[i]);
+    if (!reals) continue;
+    rows.push_back(Row{std::stoull(f[0]), std::stoull(f[1]), std::stoull(f[7]), std::stoull(f[11]), f[2], f[3]});
   }
   return rows;
 }
@@ -77,7 +80,8 @@ void check_table(const std::string& out, const std::vector<std::uint64_t>& sizes
     CHECK(rows[i].count == sizes[i] / elem);
     CHECK(rows[i].type == type);
     CHECK(rows[i].op == op);
-    CHECK(rows[i].wrong == 0);
+    CHECK(rows[i].wrong_out == 0);
+    CHECK(rows[i].wrong_in == 0);
   }
   CHECK_THAT(out, Catch::Contains("# Out of bounds values : 0 OK"));
   const auto avg = out.find("# Avg bus bandwidth : ");
@@ -114,6 +118,11 @@ TEST_CASE("allreduce bench: a wrong result makes the exit code non-zero", "[inte
   CHECK(results[1].exit_code == 1);
   CHECK_THAT(results[0].out, Catch::Contains("FAILED"));
   CHECK_THAT(results[0].err, Catch::Contains("wrong elements"));
+  // Both columns are checked.
+  const auto rows = table_rows(results[0].out);
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0].wrong_out > 0);
+  CHECK(rows[0].wrong_in > 0);
 }
 
 TEST_CASE("allreduce bench: usage errors and running outside hvrun exit 2 with one line", "[integration]") {

@@ -1,10 +1,12 @@
 /* mpi_allreduce — the Open MPI contender of scripts/bench_allreduce.sh.
  *
- * MPI_Allreduce of floats (sum, out of place), measured like hvrun-allreduce-bench: WARMUP untimed
- * calls, a barrier, ITERS timed calls; the time is the slowest rank's mean per call. Inputs are small
- * integers ((rank + 3i) % 11 - 5), so the sum is exact and every element is checked. Prints one row in
- * hvrun-allreduce-bench's format (size count type redop time(us) algbw busbw #wrong) and
- * "# Avg bus bandwidth : X" (GB/s; busbw = algbw * 2(n-1)/n).
+ * MPI_Allreduce of floats (sum), out of place and in place (MPI_IN_PLACE), measured like
+ * hvrun-allreduce-bench: WARMUP untimed calls, a barrier, ITERS timed calls; the time is the slowest
+ * rank's mean per call. Inputs are small integers ((rank + 3i) % 11 - 5), so the sum is exact and every
+ * element is checked; in place is timed on zeros, then checked on one call with the input. Prints one
+ * row in hvrun-allreduce-bench's format (size count type redop, then time(us) algbw busbw #wrong out of
+ * place and again in place) and "# Avg bus bandwidth : X" (GB/s; busbw = algbw * 2(n-1)/n; the mean
+ * of the two columns).
  *
  *   mpirun ... mpi_allreduce [BYTES [ITERS [WARMUP]]]
  *
@@ -29,6 +31,33 @@ static long parse_number(const char* text, const char* what) {
     exit(2);
   }
   return value;
+}
+
+/* Mean seconds per call of the slowest rank. */
+static double timed(const void* send, float* recv, size_t count, int iters, int warmup) {
+  for (int i = 0; i < warmup; ++i) MPI_Allreduce(send, recv, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double start = MPI_Wtime();
+  for (int i = 0; i < iters; ++i) MPI_Allreduce(send, recv, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  double seconds = (MPI_Wtime() - start) / (iters > 0 ? iters : 1);
+  double slowest = 0;
+  MPI_Allreduce(&seconds, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return slowest;
+}
+
+/* Wrong elements of recv over all ranks. */
+static long long wrong_in(const float* recv, size_t count, int size) {
+  long long wrong = 0, wrong_all = 0;
+  for (size_t i = 0; i < count; ++i)
+    if (recv[i] != expected_value(size, i)) ++wrong;
+  MPI_Allreduce(&wrong, &wrong_all, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+  return wrong_all;
+}
+
+static double algbw(size_t bytes, double seconds) { return seconds > 0 ? (double)bytes / seconds / 1e9 : 0.0; }
+
+static double busbw(size_t bytes, double seconds, int size) {
+  return size > 1 ? algbw(bytes, seconds) * 2.0 * (size - 1) / size : 0.0;
 }
 
 int main(int argc, char** argv) {
@@ -59,33 +88,28 @@ int main(int argc, char** argv) {
   char* hosts = rank == 0 ? calloc((size_t)size, MPI_MAX_PROCESSOR_NAME) : NULL;
   MPI_Gather(host, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, hosts, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, 0, MPI_COMM_WORLD);
 
-  for (int i = 0; i < warmup; ++i) MPI_Allreduce(send, recv, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-  MPI_Barrier(MPI_COMM_WORLD);
-  const double start = MPI_Wtime();
-  for (int i = 0; i < iters; ++i) MPI_Allreduce(send, recv, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-  double seconds = (MPI_Wtime() - start) / (iters > 0 ? iters : 1);
-  double slowest = 0;
-  MPI_Allreduce(&seconds, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  const double out_seconds = timed(send, recv, count, iters, warmup);
+  const long long out_wrong = wrong_in(recv, count, size);
+  for (size_t i = 0; i < count; ++i) recv[i] = 0.0f;
+  const double in_seconds = timed(MPI_IN_PLACE, recv, count, iters, warmup);
+  for (size_t i = 0; i < count; ++i) recv[i] = send[i];
+  MPI_Allreduce(MPI_IN_PLACE, recv, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  const long long in_wrong = wrong_in(recv, count, size);
 
-  long long wrong = 0, wrong_all = 0;
-  for (size_t i = 0; i < count; ++i)
-    if (recv[i] != expected_value(size, i)) ++wrong;
-  MPI_Allreduce(&wrong, &wrong_all, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
-
-  const double algbw = slowest > 0 ? (double)(count * sizeof(float)) / slowest / 1e9 : 0.0;
-  const double busbw = size > 1 ? algbw * 2.0 * (size - 1) / size : 0.0;
+  const size_t used = count * sizeof(float);
   if (rank == 0) {
     printf("# mpi_allreduce: %d ranks, float, sum, %d iterations after %d warm-up; hosts:", size, iters, warmup);
     for (int r = 0; r < size; ++r) printf(" %d=%s", r, hosts + (size_t)r * MPI_MAX_PROCESSOR_NAME);
     printf("\n");
-    printf("  %12zu %12zu %8s %6s %10.1f %8.3f %8.3f %8lld\n", count * sizeof(float), count, "float", "sum",
-           slowest * 1e6, algbw, busbw, wrong_all);
-    printf("# Avg bus bandwidth : %g\n", busbw);
+    printf("  %12zu %12zu %8s %6s %10.1f %8.3f %8.3f %8lld %10.1f %8.3f %8.3f %8lld\n", used, count, "float", "sum",
+           out_seconds * 1e6, algbw(used, out_seconds), busbw(used, out_seconds, size), out_wrong, in_seconds * 1e6,
+           algbw(used, in_seconds), busbw(used, in_seconds, size), in_wrong);
+    printf("# Avg bus bandwidth : %g\n", (busbw(used, out_seconds, size) + busbw(used, in_seconds, size)) / 2);
     fflush(stdout);
   }
   free(hosts);
   free(send);
   free(recv);
   MPI_Finalize();
-  return wrong_all == 0 ? 0 : 1;
+  return out_wrong == 0 && in_wrong == 0 ? 0 : 1;
 }

@@ -3,13 +3,15 @@
 // One process per rank, started by hand on each host (no launcher, no hvrun library): Gloo's TCP
 // transport bound to a named NIC, a full mesh connected through gloo::rendezvous::FileStore on a
 // directory every rank can see, then gloo::allreduce (AllreduceOptions, default algorithm, float sum,
-// out of place) — the same Gloo call hvrun's Gloo backend makes (collectives/gloo_backend.cpp), so the
-// difference between the two is whatever hvrun adds.
+// out of place and in place) — the same Gloo calls hvrun's Gloo backend makes
+// (collectives/gloo_backend.cpp), so the difference between the two is whatever hvrun adds.
 //
 // Measured like hvrun-allreduce-bench: WARMUP untimed calls, a barrier, ITERS timed calls; the time
 // is the slowest rank's mean per call. Inputs are small integers ((rank + 3i) % 11 - 5), so the sum is
-// exact and every element is checked. Prints one row in hvrun-allreduce-bench's format
-// (size count type redop time(us) algbw busbw #wrong) and "# Avg bus bandwidth : X" (GB/s).
+// exact and every element is checked. In place is timed on zeros and then checked on one call with the
+// input, as hvrun-allreduce-bench does. Prints one row in hvrun-allreduce-bench's format (size count
+// type redop, then time(us) algbw busbw #wrong out of place and again in place) and
+// "# Avg bus bandwidth : X" (GB/s, the mean of the two columns).
 //
 //   raw_gloo_allreduce RANK SIZE IFACE STORE_DIR [BYTES [ITERS [WARMUP]]]
 //
@@ -22,6 +24,7 @@
 #include <gloo/transport/tcp/device.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -87,44 +90,57 @@ int run(int rank, int size, const std::string& iface, const std::string& store_d
   using Fn = void (*)(void*, const void*, const void*, std::size_t);
   const Fn sum = static_cast<Fn>(&gloo::sum<float>);
 
-  for (int i = 0; i < warmup; ++i) allreduce(send.data(), recv.data(), count, sum);
-  gloo::BarrierOptions barrier(context);
-  barrier.setTag(tag++);
-  gloo::barrier(barrier);
-  const auto start = Clock::now();
-  for (int i = 0; i < iters; ++i) allreduce(send.data(), recv.data(), count, sum);
-  double seconds = std::chrono::duration<double>(Clock::now() - start).count() / (iters > 0 ? iters : 1);
-
-  // The slowest rank's time; the wrong elements of all ranks.
-  {
+  using MaxFn = void (*)(void*, const void*, const void*, std::size_t);
+  // Mean seconds per call of the slowest rank.
+  auto timed = [&](float* in, float* out) {
+    for (int i = 0; i < warmup; ++i) allreduce(in, out, count, sum);
+    gloo::BarrierOptions barrier(context);
+    barrier.setTag(tag++);
+    gloo::barrier(barrier);
+    const auto start = Clock::now();
+    for (int i = 0; i < iters; ++i) allreduce(in, out, count, sum);
+    double seconds = std::chrono::duration<double>(Clock::now() - start).count() / (iters > 0 ? iters : 1);
     gloo::AllreduceOptions opts(context);
     opts.setTag(tag++);
     opts.setOutput(&seconds, 1);
-    opts.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, std::size_t)>(&gloo::max<double>));
+    opts.setReduceFunction(static_cast<MaxFn>(&gloo::max<double>));
     gloo::allreduce(opts);
-  }
-  double wrong = 0;
-  for (std::size_t i = 0; i < count; ++i)
-    if (recv[i] != expected_value(size, i)) wrong += 1;
-  {
+    return seconds;
+  };
+  // Wrong elements of recv over all ranks.
+  auto wrong_in_recv = [&] {
+    double wrong = 0;
+    for (std::size_t i = 0; i < count; ++i)
+      if (recv[i] != expected_value(size, i)) wrong += 1;
     gloo::AllreduceOptions opts(context);
     opts.setTag(tag++);
     opts.setOutput(&wrong, 1);
-    opts.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, std::size_t)>(&gloo::sum<double>));
+    opts.setReduceFunction(static_cast<MaxFn>(&gloo::sum<double>));
     gloo::allreduce(opts);
-  }
+    return static_cast<long long>(wrong);
+  };
 
-  const double algbw = seconds > 0 ? static_cast<double>(count * sizeof(float)) / seconds / 1e9 : 0.0;
-  const double busbw = size > 1 ? algbw * 2.0 * (size - 1) / size : 0.0;
+  const double out_seconds = timed(send.data(), recv.data());
+  const long long out_wrong = wrong_in_recv();
+  std::fill(recv.begin(), recv.end(), 0.0f);
+  const double in_seconds = timed(recv.data(), recv.data());
+  recv = send;
+  allreduce(recv.data(), recv.data(), count, sum);
+  const long long in_wrong = wrong_in_recv();
+
+  const std::size_t used = count * sizeof(float);
+  auto algbw = [&](double seconds) { return seconds > 0 ? static_cast<double>(used) / seconds / 1e9 : 0.0; };
+  auto busbw = [&](double seconds) { return size > 1 ? algbw(seconds) * 2.0 * (size - 1) / size : 0.0; };
   if (rank == 0) {
     std::printf("# raw_gloo_allreduce: %d ranks, Gloo on %s, float, sum, %d iterations after %d warm-up\n", size,
                 device->str().c_str(), iters, warmup);
-    std::printf("  %12zu %12zu %8s %6s %10.1f %8.3f %8.3f %8lld\n", count * sizeof(float), count, "float", "sum",
-                seconds * 1e6, algbw, busbw, static_cast<long long>(wrong));
-    std::printf("# Avg bus bandwidth : %g\n", busbw);
+    std::printf("  %12zu %12zu %8s %6s %10.1f %8.3f %8.3f %8lld %10.1f %8.3f %8.3f %8lld\n", used, count, "float",
+                "sum", out_seconds * 1e6, algbw(out_seconds), busbw(out_seconds), out_wrong, in_seconds * 1e6,
+                algbw(in_seconds), busbw(in_seconds), in_wrong);
+    std::printf("# Avg bus bandwidth : %g\n", (busbw(out_seconds) + busbw(in_seconds)) / 2);
     std::fflush(stdout);
   }
-  return wrong == 0 ? 0 : 1;
+  return out_wrong == 0 && in_wrong == 0 ? 0 : 1;
 }
 
 }  // namespace
