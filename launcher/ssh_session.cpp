@@ -3,9 +3,9 @@
 #include <fcntl.h>
 #include <libssh/sftp.h>
 #include <poll.h>
-#include <pwd.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "launcher/openssh_config.hpp"
 #include "launcher/ssh_core.hpp"
 #include "launcher/tcp_dial.hpp"
 
@@ -64,14 +65,23 @@ std::string default_ssh_dir() {
   if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') {
     return std::string(home) + "/.ssh";
   }
-  passwd entry{};
-  passwd* found = nullptr;
-  std::vector<char> buffer(16384);
-  if (getpwuid_r(getuid(), &entry, buffer.data(), buffer.size(), &found) != 0 || found == nullptr) {
-    throw Error("ssh: $HOME is not set and getpwuid_r cannot find the home directory of uid " +
-                std::to_string(getuid()));
-  }
-  return std::string(entry.pw_dir) + "/.ssh";
+  return passwd_home() + "/.ssh";
+}
+
+// The file `ssh -G` is to read: none (OpenSSH's own choice, ~/.ssh/config of the passwd home, then
+// /etc/ssh/ssh_config) when `ssh_dir` is that home's .ssh; else <ssh_dir>/config (hvrun honours $HOME,
+// OpenSSH does not), or /etc/ssh/ssh_config alone when there is no such file.
+std::string openssh_config_file(const std::string& ssh_dir) {
+  if (ssh_dir == passwd_home() + "/.ssh") return {};
+  const std::string user = ssh_dir + "/config";
+  if (::access(user.c_str(), F_OK) == 0) return user;
+  return "/etc/ssh/ssh_config";
+}
+
+// "~/x" as OpenSSH prints an unexpanded IdentityFile: ~ is the directory above `ssh_dir`.
+std::string expand_tilde(const std::string& path, const std::string& ssh_dir) {
+  if (path.rfind("~/", 0) != 0) return path;
+  return ssh_dir.substr(0, ssh_dir.rfind('/')) + path.substr(1);
 }
 
 // libssh parses SSH_OPTIONS_HOST as [user@]host[:port]; a bare IPv6 literal needs its brackets.
@@ -150,10 +160,22 @@ std::string server_key_fingerprint(ssh_session session) {
   return text;
 }
 
-void verify_host_key(Core& core, bool strict) {
+// `alias`: the config's HostKeyAlias; known_hosts is then checked under that name alone, no port, as
+// OpenSSH does. libssh checks under its host and port options: the connection is up, so they are free
+// to be pointed at the alias now.
+void verify_host_key(Core& core, bool strict, const std::string& alias) {
   ssh_session session = core.session();
   const std::string port = std::to_string(core.port);
-  const std::string entry = core.port == 22 ? core.hostname : "[" + core.hostname + "]:" + port;
+  std::string entry = core.port == 22 ? core.hostname : "[" + core.hostname + "]:" + port;
+  if (!alias.empty()) {
+    if (ssh_options_set(session, SSH_OPTIONS_HOST, alias.c_str()) != SSH_OK) {
+      throw UsageError(core.host + ": HostKeyAlias '" + alias + "' in the ssh config is not a name hvrun can check "
+                       "known_hosts under; use only letters, digits, '-' and '.' in it");
+    }
+    int standard = 22;
+    set_option(core, SSH_OPTIONS_PORT, &standard, "port of HostKeyAlias " + alias);
+    entry = alias;
+  }
   switch (ssh_session_is_known_server(session)) {
     case SSH_KNOWN_HOSTS_OK:
       return;
@@ -478,16 +500,38 @@ SshSession SshSession::connect(const SshTarget& target) {
 
   const std::string ssh_dir = target.ssh_dir.empty() ? default_ssh_dir() : target.ssh_dir;
   set_option(*core, SSH_OPTIONS_SSH_DIR, ssh_dir.c_str(), "ssh directory " + ssh_dir);
-  // Before the config, so that its UserKnownHostsFile still wins.
-  const std::string known_hosts = ssh_dir + "/known_hosts";
+  bool process_config = false;  // else ssh_connect would match libssh's parser against the HostName
+  set_option(*core, SSH_OPTIONS_PROCESS_CONFIG, &process_config, "no libssh config parsing");
+  // The host as written is matched against the config by OpenSSH itself (see openssh_config.hpp); libssh
+  // only ever sees what that yields. Its own config parser is not run.
+  const std::string config_file = openssh_config_file(ssh_dir);
+  const OpenSshHostConfig config = query_openssh_config(target.host, config_file, target.connect_timeout);
+  std::string known_hosts = ssh_dir + "/known_hosts";
+  if (!config.known_hosts_file.empty()) known_hosts = expand_tilde(config.known_hosts_file, ssh_dir);
   set_option(*core, SSH_OPTIONS_KNOWNHOSTS, known_hosts.c_str(), "known hosts file " + known_hosts);
-  if (ssh_options_set(session, SSH_OPTIONS_HOST, host_for_libssh(target.host).c_str()) != SSH_OK) {
-    throw UsageError(target.host + ": not a host name ssh can use (" + core->libssh_error() + ")");
+  if (ssh_options_set(session, SSH_OPTIONS_HOST, host_for_libssh(config.hostname).c_str()) != SSH_OK) {
+    // OpenSSH would look such a name up; libssh keeps it from its known_hosts check, so hvrun cannot.
+    const std::string written = target.host.substr(target.host.rfind('@') + 1);
+    const bool unmatched = strcasecmp(written.c_str(), config.hostname.c_str()) == 0;
+    const std::string what = unmatched
+                                 ? "matches no Host with a HostName in the ssh config, and is"
+                                 : "has HostName '" + config.hostname + "' in the ssh config, which is";
+    throw UsageError(target.host + ": " + what +
+                     " not a name hvrun can connect to (only letters, digits, '-' and '.'); give it a HostName that "
+                     "is an address or a DNS name in ~/.ssh/config");
   }
-  // <ssh_dir>/config, then /etc/ssh/ssh_config; the first value found for a keyword wins, as in OpenSSH.
-  if (ssh_options_parse_config(session, nullptr) != 0) {
-    throw core->error(SshFailure::kConfig, "cannot apply " + ssh_dir + "/config or /etc/ssh/ssh_config (" +
-                                               core->libssh_error() + ")");
+  set_option(*core, SSH_OPTIONS_PORT, &config.port, "port " + std::to_string(config.port));
+  set_option(*core, SSH_OPTIONS_USER, config.user.c_str(), "user " + config.user);
+  for (const auto& identity : config.identity_files) {
+    const std::string path = expand_tilde(identity, ssh_dir);
+    set_option(*core, SSH_OPTIONS_ADD_IDENTITY, path.c_str(), "IdentityFile " + path);
+  }
+  if (!config.proxy_command.empty()) {
+    set_option(*core, SSH_OPTIONS_PROXYCOMMAND, config.proxy_command.c_str(), "ProxyCommand " + config.proxy_command);
+  } else if (!config.proxy_jump.empty()) {
+    const std::string command =
+        proxy_jump_command(config.proxy_jump, JumpSettings{config_file, known_hosts, target.strict_host_key});
+    set_option(*core, SSH_OPTIONS_PROXYCOMMAND, command.c_str(), "ProxyJump " + config.proxy_jump);
   }
   if (target.port) {  // -p overrides the config for every host
     int port = *target.port;
@@ -548,7 +592,7 @@ SshSession SshSession::connect(const SshTarget& target) {
                                                   std::to_string(core->port) + " failed: " + why);
   }
   core->user = get_option(session, SSH_OPTIONS_USER);
-  verify_host_key(*core, target.strict_host_key);
+  verify_host_key(*core, target.strict_host_key, config.host_key_alias);
   authenticate(*core);
   core->last_received = Clock::now();
   spdlog::debug("{}: connected to {} port {} as {}", core->host, address, core->port, core->user);

@@ -1,9 +1,11 @@
 #pragma once
 // One SSH connection to one host (libssh underneath, kept out of this header).
 //
-// connect() honours the user's OpenSSH set-up: <ssh_dir>/config (Host aliases, HostName, User, Port,
-// IdentityFile; /etc/ssh/ssh_config after it), ssh-agent, the default identities, and
-// <ssh_dir>/known_hosts with `[host]:port` entries. It never prompts: a host that wants a password, or
+// connect() honours the user's OpenSSH set-up: the ssh config as OpenSSH's `ssh -G` reads it for the
+// host as written (Host aliases with any characters OpenSSH takes, case-sensitive patterns, Include,
+// Match; HostName, User, Port, IdentityFile, UserKnownHostsFile, ProxyCommand, ProxyJump; see
+// openssh_config.hpp), ssh-agent, the default identities, and <ssh_dir>/known_hosts with `[host]:port`
+// entries under the HostName, as OpenSSH records them. It never prompts: a host that wants a password, or
 // a key's passphrase, fails at once with the fix in the message.
 //
 // Thread safety: an SshSession is used by one thread at a time; different sessions may be used from

@@ -172,6 +172,10 @@ TEST_CASE("bad-input catalogue on this host", "[integration][bad-input]") {
        {"rank 0 on localhost", "'" + dir.path().string() + "'", "Permission denied", "chmod +x"}},
       {"host name that does not resolve", {"-H", "no-such-host.invalid", "true"}, 1, 15s,
        {"no-such-host.invalid: cannot resolve host name 'no-such-host.invalid'", "~/.ssh/config"}, 1},
+      {"host name OpenSSH refuses (ssh -G)", {"-H", "bad|name", "true"}, 1, 15s,
+       {"bad|name: ssh refuses this host", "hostname contains invalid characters", "with: ssh -G "}, 1},
+      {"name with '_' that no ssh config alias gives a HostName", {"-H", "no_such_alias", "true"}, 1, 15s,
+       {"no_such_alias: matches no Host with a HostName in the ssh config", "give it a HostName"}, 1},
   };
   REQUIRE(cases.size() >= 25);
 

@@ -250,6 +250,55 @@ TEST_CASE("ssh: ~/.ssh/config alias with HostName, Port, User and IdentityFile",
   CHECK(contains(e.what(), "port " + std::to_string(closed_port)));
 }
 
+TEST_CASE("ssh: hosts as OpenSSH takes them: '_' and upper case in aliases, ProxyJump", "[ssh][integration]") {
+  SKIP_WITHOUT_SSHD();
+  SshdFixture sshd;
+  std::filesystem::create_directories(sshd.ssh_dir());
+  const std::string reach = "  HostName 127.0.0.1\n  Port " + std::to_string(sshd.port()) + "\n  User root\n" +
+                            "  IdentityFile " + sshd.client_key().string() + "\n";
+  hvrun::testing::write_text(sshd.ssh_dir() / "config", "Host gpu_node1\n" + reach + "Host GPU-Node2\n" + reach +
+                                                            "Host jumped_node\n" + reach + "  ProxyJump gpu_node1\n" +
+                                                            "Host keyed_node\n" + reach +
+                                                            "  HostKeyAlias trainers-key\n");
+  SshTarget target;
+  target.connect_timeout = 5s;
+  for (const char* alias : {"gpu_node1", "GPU-Node2"}) {
+    INFO(alias);
+    target.host = alias;
+    SshSession session = SshSession::connect(target);
+    CHECK(session.host() == alias);
+    CHECK(session.hostname() == "127.0.0.1");
+    CHECK(session.run("echo ok", 10s).out == "ok\n");
+  }
+  // OpenSSH's Host patterns are case-sensitive: the lower-case name matches no alias and is dialled.
+  target.host = "gpu-node2";
+  target.connect_timeout = 2s;
+  SshError unmatched = connect_error(target);
+  CHECK(unmatched.failure() == SshFailure::kNameResolution);
+  CHECK(contains(unmatched.what(), "gpu-node2: cannot resolve host name 'gpu-node2'"));
+
+  // ProxyJump: the jump host's sshd sees two logins, the second a direct-tcpip channel's.
+  const auto logins = [&] {
+    const std::string log = hvrun::testing::read_text(sshd.log());
+    int n = 0;
+    for (auto at = log.find("Accepted publickey"); at != std::string::npos; at = log.find("Accepted publickey", at + 1)) ++n;
+    return n;
+  };
+  const int before = logins();
+  target.host = "jumped_node";
+  target.connect_timeout = 10s;
+  SshSession jumped = SshSession::connect(target);
+  CHECK(jumped.run("echo via-jump", 10s).out == "via-jump\n");
+  CHECK(logins() == before + 2);
+
+  // HostKeyAlias: known_hosts records and checks the key under that name alone, as OpenSSH does.
+  target.host = "keyed_node";
+  SshSession::connect(target);
+  CHECK(contains(hvrun::testing::read_text(sshd.known_hosts()), "\ntrainers-key ssh-ed25519 "));
+  target.strict_host_key = true;
+  CHECK(SshSession::connect(target).run("echo keyed", 10s).out == "keyed\n");
+}
+
 TEST_CASE("ssh: a host name is resolved and each of its addresses tried", "[ssh][integration][resolver]") {
   SKIP_WITHOUT_SSHD();
   SshdFixture sshd;  // listens on 127.0.0.1 only: "localhost" may resolve to ::1 first, which refuses

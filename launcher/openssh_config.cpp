@@ -1,0 +1,264 @@
+#include "launcher/openssh_config.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <pwd.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <map>
+
+#include "agent/duration_text.hpp"
+#include "agent/error.hpp"
+#include "agent/unique_fd.hpp"
+
+extern char** environ;
+
+namespace hvrun {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr std::size_t kOutputLimit = 1 << 20;  // `ssh -G` prints a few KiB
+
+// OpenSSH's IdentityFile defaults, printed by `ssh -G` only when the config names none.
+constexpr std::array<const char*, 7> kDefaultIdentities = {"id_rsa",     "id_ecdsa",        "id_ecdsa_sk", "id_ed25519",
+                                                           "id_ed25519_sk", "id_xmss", "id_dsa"};
+
+bool is_default_identity(const std::string& path, const std::string& home) {
+  for (const char* name : kDefaultIdentities) {
+    if (path == std::string("~/.ssh/") + name || path == home + "/.ssh/" + name) return true;
+  }
+  return false;
+}
+
+// What OpenSSH wrote to stderr, as one line ("line 2: Bad configuration option: x; terminating, ...").
+std::string one_line(const std::string& text) {
+  constexpr std::size_t kLimit = 300;
+  std::string out;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    auto end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(start, end - start);
+    start = end + 1;
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+    if (line.empty()) continue;
+    if (!out.empty()) out += "; ";
+    out += line;
+  }
+  if (out.size() > kLimit) out = out.substr(0, kLimit) + "...";
+  return out;
+}
+
+// Single quotes for /bin/sh: nothing inside is special but the quote itself.
+std::string shell_quote(const std::string& word) {
+  std::string out = "'";
+  for (char c : word) {
+    if (c == '\'') {
+      out += "'\\''";
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
+}
+
+// A spawned child that is killed and reaped if it is still there when this goes away.
+class Child {
+ public:
+  explicit Child(pid_t pid) : pid_(pid) {}
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+  ~Child() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGKILL);
+    (void)wait();
+  }
+  int wait() {
+    int status = 0;
+    while (::waitpid(pid_, &status, 0) == -1) {
+      if (errno != EINTR) throw_errno("waitpid", "ssh -G");
+    }
+    pid_ = -1;
+    return status;
+  }
+
+ private:
+  pid_t pid_;
+};
+
+struct Output {
+  std::string out, err;
+  int status = 0;
+};
+
+// Runs argv with stdin from /dev/null; both outputs read until they end, within `timeout`.
+Output run_capture(const std::vector<std::string>& args, const std::string& host, std::chrono::milliseconds timeout) {
+  Pipe out = make_pipe("stdout of ssh -G");
+  Pipe err = make_pipe("stderr of ssh -G");
+  posix_spawn_file_actions_t actions;
+  if (int rc = posix_spawn_file_actions_init(&actions); rc != 0) {
+    throw SystemError("posix_spawn_file_actions_init", "ssh -G for " + host, rc);
+  }
+  struct ActionsFree {
+    posix_spawn_file_actions_t* a;
+    ~ActionsFree() { posix_spawn_file_actions_destroy(a); }
+  } actions_free{&actions};
+  for (int rc : {posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0),
+                 posix_spawn_file_actions_adddup2(&actions, out.write.get(), 1),
+                 posix_spawn_file_actions_adddup2(&actions, err.write.get(), 2)}) {
+    if (rc != 0) throw SystemError("posix_spawn_file_actions", "ssh -G for " + host, rc);
+  }
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  if (int rc = posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), environ); rc != 0) {
+    throw Error(host + ": cannot run '" + args[0] + " -G' to read the ssh config (posix_spawnp: " + std::strerror(rc) +
+                "); install OpenSSH's client (Debian: apt-get install openssh-client)");
+  }
+  Child child(pid);
+  out.write.reset();
+  err.write.reset();
+
+  Output result;
+  const auto deadline = Clock::now() + timeout;
+  std::array<pollfd, 2> fds = {pollfd{out.read.get(), POLLIN, 0}, pollfd{err.read.get(), POLLIN, 0}};
+  std::array<std::string*, 2> sinks = {&result.out, &result.err};
+  char buffer[4096];
+  while (fds[0].fd >= 0 || fds[1].fd >= 0) {
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) {
+      throw Error(host + ": 'ssh -G' did not print the ssh config within " + seconds_text(timeout) +
+                  " (a 'Match exec' command that hangs?); fix ~/.ssh/config or raise --ssh-connect-timeout");
+    }
+    if (::poll(fds.data(), fds.size(), static_cast<int>(left)) == -1) {
+      if (errno == EINTR) continue;
+      throw_errno("poll", "ssh -G for " + host);
+    }
+    for (std::size_t i = 0; i < fds.size(); ++i) {
+      if (fds[i].fd < 0 || fds[i].revents == 0) continue;
+      const ssize_t n = ::read(fds[i].fd, buffer, sizeof buffer);
+      if (n == -1 && errno == EINTR) continue;
+      if (n == -1) throw_errno("read", "output of ssh -G for " + host);
+      if (n == 0) {
+        fds[i].fd = -1;
+        continue;
+      }
+      if (sinks[i]->size() < kOutputLimit) sinks[i]->append(buffer, static_cast<std::size_t>(n));
+    }
+  }
+  result.status = child.wait();
+  return result;
+}
+
+}  // namespace
+
+std::string passwd_home() {
+  passwd entry{};
+  passwd* found = nullptr;
+  std::vector<char> buffer(16384);
+  if (getpwuid_r(getuid(), &entry, buffer.data(), buffer.size(), &found) != 0 || found == nullptr) {
+    throw Error("ssh: getpwuid_r cannot find the home directory of uid " + std::to_string(getuid()));
+  }
+  return entry.pw_dir;
+}
+
+OpenSshHostConfig parse_openssh_dump(const std::string& text, const std::string& home) {
+  std::map<std::string, std::string> first;  // keyword -> value of its first line
+  OpenSshHostConfig config;
+  std::vector<std::string> identities;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    auto end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string line = text.substr(start, end - start);
+    start = end + 1;
+    const auto space = line.find(' ');
+    if (space == std::string::npos || space == 0) continue;
+    const std::string keyword = line.substr(0, space);
+    const std::string value = line.substr(space + 1);
+    if (keyword == "identityfile") identities.push_back(value);
+    first.emplace(keyword, value);
+  }
+  auto need = [&](const char* keyword) -> const std::string& {
+    auto it = first.find(keyword);
+    if (it == first.end() || it->second.empty()) {
+      throw Error(std::string("ssh -G printed no '") + keyword + "' line (is 'ssh' OpenSSH's client?)");
+    }
+    return it->second;
+  };
+  config.hostname = need("hostname");
+  // OpenSSH prints an IPv6 address given in brackets with them; the brackets are not part of the name.
+  if (config.hostname.size() > 2 && config.hostname.front() == '[' && config.hostname.back() == ']') {
+    config.hostname = config.hostname.substr(1, config.hostname.size() - 2);
+  }
+  config.user = need("user");
+  const std::string& port = need("port");
+  const auto [ptr, ec] = std::from_chars(port.data(), port.data() + port.size(), config.port);
+  if (ec != std::errc() || ptr != port.data() + port.size() || config.port <= 0 || config.port > 65535) {
+    throw Error("ssh -G printed port '" + port + "', not a TCP port");
+  }
+  for (const auto& path : identities) {
+    if (!is_default_identity(path, home)) config.identity_files.push_back(path);
+  }
+  if (auto it = first.find("userknownhostsfile"); it != first.end()) {
+    const std::string file = it->second.substr(0, it->second.find(' '));
+    if (file != home + "/.ssh/known_hosts" && file != "~/.ssh/known_hosts") config.known_hosts_file = file;
+  }
+  if (auto it = first.find("proxycommand"); it != first.end() && it->second != "none") {
+    config.proxy_command = it->second;
+  }
+  if (auto it = first.find("proxyjump"); it != first.end() && it->second != "none") config.proxy_jump = it->second;
+  if (auto it = first.find("hostkeyalias"); it != first.end()) config.host_key_alias = it->second;
+  return config;
+}
+
+OpenSshHostConfig query_openssh_config(const std::string& host, const std::string& config_file,
+                                       std::chrono::milliseconds timeout) {
+  std::vector<std::string> args = {"ssh", "-G"};
+  if (!config_file.empty()) {
+    args.push_back("-F");
+    args.push_back(config_file);
+  }
+  args.push_back("--");
+  args.push_back(host);
+  Output output = run_capture(args, host, timeout);
+  if (!WIFEXITED(output.status) || WEXITSTATUS(output.status) != 0) {
+    const std::string said = one_line(output.err);
+    const std::string where = config_file.empty() ? "~/.ssh/config or /etc/ssh/ssh_config" : config_file;
+    const std::string dash_f = config_file.empty() ? "" : "-F " + config_file + " ";
+    throw UsageError(host + ": ssh refuses this host or its config" +
+                     (said.empty() ? std::string() : " ('ssh -G' said: " + said + ")") + "; check the name and " +
+                     where + " with: ssh -G " + dash_f + host);
+  }
+  try {
+    return parse_openssh_dump(output.out, passwd_home());
+  } catch (const UsageError&) {
+    throw;
+  } catch (const Error& e) {
+    throw Error(host + ": " + e.what());
+  }
+}
+
+std::string proxy_jump_command(const std::string& jumps, const JumpSettings& settings) {
+  const auto comma = jumps.find(',');
+  std::string first = jumps.substr(0, comma);
+  // `ssh` takes host:port as a destination only in URI form.
+  if (first.rfind("ssh://", 0) != 0 && first.find(':') != std::string::npos) first = "ssh://" + first;
+  std::string command = "exec ssh -o BatchMode=yes -o StrictHostKeyChecking=";
+  command += settings.strict_host_key ? "yes" : "accept-new";
+  if (!settings.config_file.empty()) command += " -F " + shell_quote(settings.config_file);
+  if (!settings.known_hosts.empty()) command += " -o UserKnownHostsFile=" + shell_quote(settings.known_hosts);
+  if (comma != std::string::npos) command += " -J " + shell_quote(jumps.substr(comma + 1));
+  return command + " -W '[%h]:%p' -- " + shell_quote(first);
+}
+
+}  // namespace hvrun
