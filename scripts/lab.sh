@@ -25,6 +25,9 @@
 #                   that blocks J inbound: I -> J works, J -> I times out.
 #   oneway-clear I  remove host I's oneway rules.
 #   ssh-stop I / ssh-start I   stop / start host I's sshd (existing sessions are left alone).
+#   hide-libs I FILE...  restart host I's sshd in a mount namespace of its own where each FILE (links
+#                   resolved) reads as empty (/dev/null bound over it): a host without those shared
+#                   libraries. Until ssh-stop I / ssh-start I or down; the host's own mounts are untouched.
 #   rekey I         new host key for host I and restart its sshd (LAB_KNOWN_HOSTS keeps the old key,
 #                   so a strict client using it sees "host key changed").
 #   known-hosts     print known_hosts lines for the hosts' current keys (LAB_KNOWN_HOSTS is the
@@ -260,9 +263,19 @@ in_host() { # I CMD...: run CMD on host I (netns + UTS ns; ip netns exec supplie
 
 listening() { [[ -n $(ss -N "${HOST[$1]}" -Hltn "sport = :$LAB_PORT" 2>/dev/null) ]]; }
 
-start_sshd() { # I
+start_sshd() { # I [FILE...]: each FILE (a real file, not a link) reads as empty for this sshd and its sessions
   local i=$1 d=${HDIR[$1]}
-  if ! in_host "$i" "$SSHD_BIN" -f "$d/sshd_config" -E "$d/sshd.log" </dev/null >>"$d/sshd.stderr" 2>&1; then
+  shift
+  local argv=("$SSHD_BIN" -f "$d/sshd_config" -E "$d/sshd.log")
+  if (($#)); then
+    # A mount namespace of its own (private: nothing propagates to the host's mounts) with /dev/null
+    # bound over each FILE; it ends with the last process in it (sshd, its sessions), so down removes it.
+    # shellcheck disable=SC2016 # expanded by the inner sh
+    argv=(unshare --mount --propagation private -- sh -c \
+      'n=$1; shift; while [ "$n" -gt 0 ]; do mount --bind /dev/null "$1" || exit 1; shift; n=$((n - 1)); done; exec "$@"' \
+      sh "$#" "$@" "${argv[@]}")
+  fi
+  if ! in_host "$i" "${argv[@]}" </dev/null >>"$d/sshd.stderr" 2>&1; then
     die "sshd on host $i failed to start: $(tail -n 5 "$d/sshd.stderr" "$d/sshd.log" 2>/dev/null)"
   fi
 }
@@ -791,6 +804,23 @@ cmd_ssh_start() {
   log "ssh-start: sshd of host $1 listening"
 }
 
+cmd_hide_libs() {
+  (($# >= 2)) || die "usage: lab.sh hide-libs I FILE..."
+  load_state
+  check_index "$1"
+  local i=$1 f real files=()
+  shift
+  for f in "$@"; do
+    real=$(readlink -e -- "$f") || die "hide-libs: $f does not exist"
+    [[ -f $real ]] || die "hide-libs: $f ($real) is not a regular file"
+    files+=("$real")
+  done
+  stop_sshd "$i"
+  start_sshd "$i" "${files[@]}"
+  wait_listening "$i"
+  log "hide-libs: sshd of host $i restarted; its sessions see ${files[*]} empty"
+}
+
 cmd_rekey() {
   one_host rekey "$@"
   local d=${HDIR[$1]} old new
@@ -837,6 +867,7 @@ main() {
     ssh-stop) cmd_ssh_stop "$@" ;;
     ssh-start) cmd_ssh_start "$@" ;;
     rekey) cmd_rekey "$@" ;;
+    hide-libs) cmd_hide_libs "$@" ;;
     status) cmd_status "$@" ;;
     known-hosts) cmd_known_hosts "$@" ;;
     -h | --help | help) usage 0 ;;

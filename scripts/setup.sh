@@ -12,7 +12,7 @@ packages=(
   # build
   cmake ninja-build g++ pkg-config
   # libraries (all from Debian; nothing vendored)
-  libssh-dev libboost-dev libcli11-dev libspdlog-dev nlohmann-json3-dev catch2 libgloo-dev libssl-dev libyaml-cpp-dev
+  libssh-dev libboost-dev libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev catch2 libgloo-dev libssl-dev libyaml-cpp-dev
   # tests and the network-namespace lab
   openssh-server openssh-client iproute2 iptables procps util-linux
   # the --check-only HTML page, opened headless and screenshotted (pixels read by python3)
