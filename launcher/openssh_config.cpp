@@ -223,7 +223,7 @@ OpenSshHostConfig parse_openssh_dump(const std::string& text, const std::string&
 
 OpenSshHostConfig query_openssh_config(const std::string& host, const std::string& config_file,
                                        std::chrono::milliseconds timeout) {
-  std::vector<std::string> args = {"ssh", "-G"};
+  std::vector<std::string> args = {"ssh", "-T", "-G"};  // -T: no "Pseudo-terminal will not be allocated" noise
   if (!config_file.empty()) {
     args.push_back("-F");
     args.push_back(config_file);
@@ -253,7 +253,8 @@ std::string proxy_jump_command(const std::string& jumps, const JumpSettings& set
   std::string first = jumps.substr(0, comma);
   // `ssh` takes host:port as a destination only in URI form.
   if (first.rfind("ssh://", 0) != 0 && first.find(':') != std::string::npos) first = "ssh://" + first;
-  std::string command = "exec ssh -o BatchMode=yes -o StrictHostKeyChecking=";
+  // LogLevel=ERROR: no "Permanently added ..." line from the hops on hvrun's stderr; failures still show.
+  std::string command = "exec ssh -o BatchMode=yes -o LogLevel=ERROR -o StrictHostKeyChecking=";
   command += settings.strict_host_key ? "yes" : "accept-new";
   if (!settings.config_file.empty()) command += " -F " + shell_quote(settings.config_file);
   if (!settings.known_hosts.empty()) command += " -o UserKnownHostsFile=" + shell_quote(settings.known_hosts);

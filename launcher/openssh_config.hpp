@@ -30,7 +30,7 @@ struct OpenSshHostConfig {
 // Throws Error if a line hvrun needs (hostname, port, user) is missing or malformed.
 OpenSshHostConfig parse_openssh_dump(const std::string& text, const std::string& home);
 
-// Runs `ssh -G [-F config_file] -- host`, at most `timeout`. An empty `config_file` lets OpenSSH read
+// Runs `ssh -T -G [-F config_file] -- host`, at most `timeout`. An empty `config_file` lets OpenSSH read
 // its own files (~/.ssh/config of the passwd home, then /etc/ssh/ssh_config). Throws UsageError naming
 // `host` when OpenSSH refuses the name or the config (its message quoted), Error when ssh cannot run.
 OpenSshHostConfig query_openssh_config(const std::string& host, const std::string& config_file,

@@ -573,7 +573,9 @@ SshSession SshSession::connect(const SshTarget& target) {
     ssh_options_set(session, SSH_OPTIONS_FD, &none);
   } else {
     spdlog::debug("{}: connecting through ProxyCommand '{}'", core->host, proxy);
-    address = core->hostname + " (via ProxyCommand)";
+    address = core->hostname + (config.proxy_command.empty() && !config.proxy_jump.empty()
+                                     ? " (via ProxyJump " + config.proxy_jump + ")"
+                                     : std::string(" (via ProxyCommand)"));
     rc = ssh_connect(session);
     connect_error = core->libssh_error();
   }

@@ -23,6 +23,14 @@ TEST_CASE("-H parses host[:slots] lists in order", "[host_list]") {
   CHECK(hvrun::parse_host_list("a:08") == Hosts{{"a", 8}});
 }
 
+TEST_CASE("-H and hostfiles keep ssh config aliases as written: '_', case, user@", "[host_list]") {
+  // OpenSSH's Host patterns are case-sensitive: GPU-Node1 and gpu-node1 may be two hosts.
+  CHECK(hvrun::parse_host_list("gpu_node1:2,GPU-Node1,gpu-node1,node.with_underscore,root@gpu_node1") ==
+        Hosts{{"gpu_node1", 2}, {"GPU-Node1", 1}, {"gpu-node1", 1}, {"node.with_underscore", 1},
+              {"root@gpu_node1", 1}});
+  CHECK(hvrun::parse_hostfile("gpu_node1 slots=2\nGPU-Node1:3\n", "h") == Hosts{{"gpu_node1", 2}, {"GPU-Node1", 3}});
+}
+
 TEST_CASE("-H takes IPv6 literals in brackets", "[host_list]") {
   CHECK(hvrun::parse_host_list("[fe80::1]:2,[::1]") == Hosts{{"fe80::1", 2}, {"::1", 1}});
   CHECK(hvrun::parse_host_list("[fe80::1%eth0]:3") == Hosts{{"fe80::1%eth0", 3}});

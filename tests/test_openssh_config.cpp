@@ -70,17 +70,19 @@ TEST_CASE("openssh config: the dump's fields, OpenSSH's defaults left out", "[op
   CHECK(c.proxy_jump == "a_b:2200,u@c_d");
   CHECK(c.host_key_alias == "trainers");
 
-  CHECK(parse_openssh_dump("user u\nhostname h\nport 22\nproxycommand none\nproxyjump none\n", "/h").proxy_command.empty());
+  c = parse_openssh_dump("user u\nhostname h\nport 22\nproxycommand none\nproxyjump none\n", "/h");
+  CHECK(c.proxy_command.empty());
+  CHECK(c.proxy_jump.empty());
   CHECK_THROWS_WITH(parse_openssh_dump("user u\nport 22\n", "/h"), Catch::Contains("no 'hostname' line"));
   CHECK_THROWS_WITH(parse_openssh_dump("user u\nhostname h\nport 70000\n", "/h"), Catch::Contains("port '70000'"));
 }
 
 TEST_CASE("openssh config: ProxyJump becomes ssh -W through the first hop, the rest with -J", "[openssh_config]") {
   CHECK(proxy_jump_command("gpu_node1", {}) ==
-        "exec ssh -o BatchMode=yes -o StrictHostKeyChecking=accept-new -W '[%h]:%p' -- 'gpu_node1'");
+        "exec ssh -o BatchMode=yes -o LogLevel=ERROR -o StrictHostKeyChecking=accept-new -W '[%h]:%p' -- 'gpu_node1'");
   CHECK(proxy_jump_command("u@a_b:2200,c'd", {"/tmp/my config", "/tmp/kh", true}) ==
-        "exec ssh -o BatchMode=yes -o StrictHostKeyChecking=yes -F '/tmp/my config' -o UserKnownHostsFile='/tmp/kh' "
-        "-J 'c'\\''d' -W '[%h]:%p' -- 'ssh://u@a_b:2200'");
+        "exec ssh -o BatchMode=yes -o LogLevel=ERROR -o StrictHostKeyChecking=yes -F '/tmp/my config' "
+        "-o UserKnownHostsFile='/tmp/kh' -J 'c'\\''d' -W '[%h]:%p' -- 'ssh://u@a_b:2200'");
 }
 
 TEST_CASE("openssh config: hosts matched as OpenSSH matches them", "[openssh_config][integration]") {

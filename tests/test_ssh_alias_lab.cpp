@@ -1,7 +1,7 @@
 // Host names as OpenSSH takes them (issue 10, point 4), on a network-namespace lab: ranks launched on
 // hosts reached through ~/.ssh/config aliases with '_', in upper case, from an Included file, through a
-// `Match host` block, and through a ProxyJump to a host whose sshd refuses hvrun's host. One lab, two
-// launches. Needs root; without it the case says why it skips.
+// `Match host` block, and through a ProxyJump to a host whose sshd refuses hvrun's host; --check-only
+// names them as written. One lab, three runs. Needs root; without it the case says why it skips.
 #include <catch2/catch.hpp>
 #include <unistd.h>
 
@@ -48,6 +48,15 @@ TEST_CASE("ssh config aliases as OpenSSH takes them, across lab hosts", "[lab][s
     CHECK(count_of(r.out, "[3]<stdout>:" + h3 + "\n") == 1);
   }
   {
+    INFO("--check-only names the hosts as written");
+    auto r = run(hvrun_on(lab, home, {"--check-only", "-H", "gpu_node1,GPU-Node2"}), 60s);
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 0);
+    const auto ifaces = lab.list("LAB_FABRIC_IFACES");
+    CHECK_THAT(r.out, Catch::Contains("NCCL_SOCKET_IFNAME==" + ifaces.at(1) + " on gpu_node1; ") &&
+                          Catch::Contains("NCCL_SOCKET_IFNAME==" + ifaces.at(2) + " on GPU-Node2"));
+  }
+  {
     INFO("a Match host block, and a ProxyJump to a host that drops hvrun's host's SSH connections");
     const std::string port = lab.var("LAB_PORT");
     const std::string from4 = lab.list("LAB_FABRIC_ADDRS").at(0), from6 = "fd77::10";
@@ -64,6 +73,7 @@ TEST_CASE("ssh config aliases as OpenSSH takes them, across lab hosts", "[lab][s
     CHECK(r.exit_code == 0);
     CHECK(count_of(r.out, "[0]<stdout>:" + h2 + "\n") == 1);
     CHECK(count_of(r.out, "[1]<stdout>:" + h3 + "\n") == 1);
+    CHECK(r.err.empty());  // nothing from the jump's ssh either
     // h3's sshd saw hvrun's session come from the jump host (h1), never from hvrun's host (h0).
     std::ifstream in(log3);
     in.seekg(seen);

@@ -280,8 +280,9 @@ TEST_CASE("ssh: hosts as OpenSSH takes them: '_' and upper case in aliases, Prox
   // ProxyJump: the jump host's sshd sees two logins, the second a direct-tcpip channel's.
   const auto logins = [&] {
     const std::string log = hvrun::testing::read_text(sshd.log());
+    const std::string accepted = "Accepted publickey";
     int n = 0;
-    for (auto at = log.find("Accepted publickey"); at != std::string::npos; at = log.find("Accepted publickey", at + 1)) ++n;
+    for (auto at = log.find(accepted); at != std::string::npos; at = log.find(accepted, at + 1)) ++n;
     return n;
   };
   const int before = logins();
