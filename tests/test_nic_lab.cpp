@@ -66,8 +66,10 @@ TEST_CASE("NIC discovery picks each host's fabric NIC and explains every trap", 
     CHECK_THAT(r.out, Catch::Contains("not considered: vethdk0: a port of a bridge"));  // docker0 is its master
     CHECK_THAT(r.out, Catch::Contains("NCCL_SOCKET_IFNAME==" + fabric[1]));
     CHECK_THAT(r.out, Catch::Contains("btl_tcp_if_include 10.77.0.0/24"));
-    // Start-up plus one probe timeout (1 s): the dropping NIC costs its deadline once.
-    CHECK(r.elapsed < 5s);
+    // The dropping NIC costs its probe deadlines once, in parallel, not once per target: serially, 4 hosts'
+    // eth9 and wlp5s0 with retried probes would take minutes. The bound is loose on purpose (a loaded
+    // 2-core machine); the speed itself is measured in scripts/bench.sh, not here.
+    CHECK(r.elapsed < 60s);
   }
   {
     INFO("--check-only --json has the documented shape");
