@@ -590,8 +590,13 @@ SshSession SshSession::connect(const SshTarget& target) {
                             seconds_text(target.connect_timeout) + " (something accepted the connection but did not "
                             "complete the SSH handshake)");
     }
+    // libssh sends a proxy command's stderr to /dev/null: point at the command that shows its error.
+    const std::string see = proxy.empty() ? std::string()
+                                          : " (the proxy's own error is not shown; see it with: ssh -o BatchMode=yes " +
+                                                (config_file.empty() ? "" : "-F " + config_file + " ") + target.host +
+                                                " true)";
     throw core->error(SshFailure::kHandshake, "SSH handshake with " + address + " port " +
-                                                  std::to_string(core->port) + " failed: " + why);
+                                                  std::to_string(core->port) + " failed: " + why + see);
   }
   core->user = get_option(session, SSH_OPTIONS_USER);
   verify_host_key(*core, target.strict_host_key, config.host_key_alias);

@@ -102,6 +102,9 @@ TEST_CASE("bad-input catalogue on this host", "[integration][bad-input]") {
   TempDir dir;
   const fs::path home = dir.path() / "home";
   fs::create_directories(home / ".ssh");
+  // A ProxyJump whose hop does not resolve: libssh hides the proxy's stderr, hvrun says how to see it.
+  write_text((home / ".ssh" / "config").string(),
+             "Host bad_jump\n  HostName 127.0.0.1\n  ProxyJump no-such-jump.invalid\n");
   const std::string bad_line = (dir.path() / "hosts.bad").string();
   write_text(bad_line, "a slots=2\n# a comment\nb slots=x\n");
   const std::string bad_key = (dir.path() / "hosts.key").string();
@@ -176,6 +179,9 @@ TEST_CASE("bad-input catalogue on this host", "[integration][bad-input]") {
        {"bad|name: ssh refuses this host", "hostname contains invalid characters", "with: ssh -G "}, 1},
       {"name with '_' that no ssh config alias gives a HostName", {"-H", "no_such_alias", "true"}, 1, 15s,
        {"no_such_alias: matches no Host with a HostName in the ssh config", "give it a HostName"}, 1},
+      {"ProxyJump through a host that does not resolve", {"-H", "bad_jump", "true"}, 1, 15s,
+       {"bad_jump: SSH handshake with 127.0.0.1 (via ProxyJump no-such-jump.invalid) port 22 failed",
+        "see it with: ssh -o BatchMode=yes -F " + (home / ".ssh" / "config").string() + " bad_jump true"}, 1},
   };
   REQUIRE(cases.size() >= 25);
 

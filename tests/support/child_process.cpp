@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -22,7 +23,15 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv, const std::vect
   int out[2], err[2];
   if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) throw std::runtime_error("pipe2 failed");
   std::vector<std::string> env;
-  for (char** e = environ; *e; ++e) env.emplace_back(*e);
+  // An extra "NAME=value" replaces NAME from this environment: appended beside it, getenv would
+  // still find the first one (HOME=... given to a child used to leave the child with root's HOME).
+  auto name_of = [](const std::string& e) { return e.substr(0, e.find('=')); };
+  for (char** e = environ; *e; ++e) {
+    const std::string entry = *e;
+    const bool replaced = std::any_of(extra_env.begin(), extra_env.end(),
+                                      [&](const std::string& x) { return name_of(x) == name_of(entry); });
+    if (!replaced) env.push_back(entry);
+  }
   for (const auto& e : extra_env) env.push_back(e);
   std::vector<char*> cargv, cenv;
   for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
