@@ -1,50 +1,13 @@
 #pragma once
-// The one exception hierarchy of hvrun. Inside, code throws; at the edge (cmd/), an error becomes one
-// line on stderr and an exit code. Every message names the host, interface, flag or peer at fault.
-#include <stdexcept>
+// hvrun's exceptions (the hierarchy is public: hvrun/error.hpp, installed with the collectives) and the
+// helpers that turn a failed C call into one.
+#include <cerrno>
+#include <exception>
 #include <string>
 
+#include "hvrun/error.hpp"
+
 namespace hvrun {
-
-class Error : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-// The user gave a flag, host list or hostfile that cannot work; exit code 2.
-class UsageError : public Error {
- public:
-  using Error::Error;
-};
-
-// A C call failed; the message holds the call, its context and strerror(errno).
-class SystemError : public Error {
- public:
-  SystemError(const std::string& call, const std::string& context, int err);
-  int code() const noexcept { return err_; }
-
- private:
-  int err_;
-};
-
-// A peer sent bytes that break the wire rules (bad magic, oversized or truncated frame, bad JSON).
-class ProtocolError : public Error {
- public:
-  using Error::Error;
-};
-
-// A deadline passed; the message says what was awaited and for how long.
-class TimeoutError : public Error {
- public:
-  using Error::Error;
-};
-
-// A collective (Gloo or NCCL) or its set-up failed; the message names the operation, this rank and,
-// where known, the peer.
-class CollectiveError : public Error {
- public:
-  using Error::Error;
-};
 
 // The one line a user sees for an exception caught at an edge: an Error's own message (it names the
 // host, flag or peer); for any other exception (a library's: "[json.exception.type_error.316] ...")

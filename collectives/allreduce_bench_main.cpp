@@ -15,7 +15,7 @@
 
 #include "agent/error.hpp"
 #include "collectives/bench_plan.hpp"
-#include "collectives/communicator.hpp"
+#include "hvrun/communicator.hpp"
 #if HVRUN_HAVE_NCCL
 #include <cuda_runtime_api.h>
 #endif

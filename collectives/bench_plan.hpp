@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "collectives/data_type.hpp"
+#include "hvrun/data_type.hpp"
 
 namespace hvrun::bench {
 

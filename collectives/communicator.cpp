@@ -1,9 +1,9 @@
-#include "collectives/communicator.hpp"
+#include "hvrun/communicator.hpp"
 
 #include <limits>
 #include <map>
 #include <mutex>
-#include <spdlog/spdlog.h>
+#include "collectives/collectives_log.hpp"
 
 #include "agent/error.hpp"
 #include "collectives/gloo_backend.hpp"
@@ -91,7 +91,7 @@ Communicator::Communicator(CommunicatorOptions options) : impl_(std::make_unique
   impl_->prefix = o.store_prefix.empty() ? next_prefix(o.store->endpoint(), o.rank) : o.store_prefix;
   impl_->gloo = std::make_unique<GlooBackend>(o, *o.store, impl_->prefix);
   // Debug, not info: a library does not write into a training program's output unasked.
-  spdlog::debug("hvrun collectives: {} connected; Gloo on {}", impl_->where(), impl_->gloo->description());
+  collectives_log().debug("{} connected; Gloo on {}", impl_->where(), impl_->gloo->description());
 }
 
 Communicator::~Communicator() = default;

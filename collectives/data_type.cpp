@@ -1,4 +1,4 @@
-#include "collectives/data_type.hpp"
+#include "hvrun/data_type.hpp"
 
 namespace hvrun {
 

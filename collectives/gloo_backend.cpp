@@ -13,7 +13,7 @@
 
 #include <cstring>
 #include <map>
-#include <spdlog/spdlog.h>
+#include "collectives/collectives_log.hpp"
 
 #include "agent/error.hpp"
 #include "collectives/gloo_store.hpp"
@@ -41,8 +41,8 @@ ReduceFn reduce_fn(ReduceOp op) {
 template <typename F>
 void with_type(DataType type, const char* what, F&& f) {
   if (visit_host_type(type, std::forward<F>(f))) return;
-  throw CollectiveError(std::string(what) + ": " + data_type_name(type) +
-                        " is supported on GPU buffers (NCCL) only, not by the Gloo (CPU) path");
+  throw UsageError(std::string(what) + ": " + data_type_name(type) +
+                   " is supported on GPU buffers (NCCL) only, not by the Gloo (CPU) path");
 }
 
 std::string local_hostname() {
@@ -101,7 +101,7 @@ struct GlooBackend::Impl {
         if (options.address.empty())
           throw CollectiveError("hvrun collectives: Gloo cannot use NIC " + options.iface + " on " +
                                 options.hostname + ": " + e.what());
-        spdlog::warn("hvrun collectives: Gloo cannot use NIC {} ({}); binding to {} instead", options.iface,
+        collectives_log().warn("Gloo cannot use NIC {} ({}); binding to {} instead", options.iface,
                      e.what(), options.address);
       }
     }
@@ -132,7 +132,7 @@ struct GlooBackend::Impl {
       throw CollectiveError("hvrun collectives: " + where() + " could not connect to the other ranks: " + e.what() +
                             describe_peers(e.what()));
     }
-    spdlog::debug("hvrun collectives: {} connected with Gloo on {}", where(), description);
+    collectives_log().debug("{} connected with Gloo on {}", where(), description);
   }
 
   // When Gloo's message holds a peer's address ("[10.0.0.2]:4711"), names that host and its ranks.

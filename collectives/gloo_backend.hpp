@@ -6,8 +6,8 @@
 #include <memory>
 #include <string>
 
-#include "collectives/communicator.hpp"
-#include "collectives/data_type.hpp"
+#include "hvrun/communicator.hpp"
+#include "hvrun/data_type.hpp"
 
 namespace hvrun {
 

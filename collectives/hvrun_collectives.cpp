@@ -1,13 +1,13 @@
-// The C interface (hvrun_collectives.h) over Communicator: exceptions become -1 and a thread-local
-// message, because no exception may cross into C.
-#include "collectives/hvrun_collectives.h"
+// The C interface (hvrun/collectives.h) over Communicator: exceptions become an hvrun_result code by
+// their kind and a thread-local message, because no exception may cross into C.
+#include "hvrun/collectives.h"
 
 #include <memory>
 #include <new>
 #include <stdexcept>
 #include <string>
 
-#include "collectives/communicator.hpp"
+#include "hvrun/communicator.hpp"
 
 struct hvrun_comm {
   hvrun::Communicator comm;
@@ -17,25 +17,43 @@ namespace {
 
 thread_local std::string last_error;
 
+int failed(hvrun_result code, std::string message) {
+  last_error = std::move(message);
+  return code;
+}
+
 template <typename F>
 int guarded(F&& f) noexcept {
   try {
     f();
     last_error.clear();
-    return 0;
+    return HVRUN_SUCCESS;
   } catch (const std::bad_alloc&) {
-    last_error = "hvrun collectives: out of memory";
+    return failed(HVRUN_ERROR_SYSTEM, "hvrun collectives: out of memory");
+  } catch (const hvrun::UsageError& e) {
+    return failed(HVRUN_ERROR_USAGE, e.what());
+  } catch (const std::invalid_argument& e) {
+    return failed(HVRUN_ERROR_USAGE, e.what());
+  } catch (const hvrun::TimeoutError& e) {
+    return failed(HVRUN_ERROR_TIMEOUT, e.what());
+  } catch (const hvrun::CollectiveError& e) {
+    return failed(HVRUN_ERROR_COLLECTIVE, e.what());
+  } catch (const hvrun::ProtocolError& e) {
+    return failed(HVRUN_ERROR_COLLECTIVE, e.what());
+  } catch (const hvrun::SystemError& e) {
+    return failed(HVRUN_ERROR_SYSTEM, e.what());
+  } catch (const hvrun::Error& e) {
+    // Any other of hvrun's own errors comes from the job's store or the rendezvous (a refused token).
+    return failed(HVRUN_ERROR_COLLECTIVE, e.what());
   } catch (const std::exception& e) {
-    last_error = e.what();
+    return failed(HVRUN_ERROR_INTERNAL, e.what());
   } catch (...) {
-    last_error = "hvrun collectives: unknown error";
+    return failed(HVRUN_ERROR_INTERNAL, "hvrun collectives: unknown error");
   }
-  return -1;
 }
 
 int no_comm() {
-  last_error = "hvrun collectives: the communicator is NULL (did hvrun_init fail?)";
-  return -1;
+  return failed(HVRUN_ERROR_USAGE, "hvrun collectives: the communicator is NULL (did hvrun_init fail?)");
 }
 
 hvrun::DataType to_type(hvrun_dtype t) {
@@ -73,7 +91,7 @@ int hvrun_init(hvrun_comm** comm) {
 }
 
 int hvrun_finalize(hvrun_comm* comm) {
-  if (comm == nullptr) return 0;
+  if (comm == nullptr) return HVRUN_SUCCESS;
   // Collective, like MPI_Finalize: no rank tears its connections down while others still use them.
   // The communicator is freed even when the barrier fails (a rank died).
   std::unique_ptr<hvrun_comm> owned(comm);

@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "collectives/data_type.hpp"
+#include "hvrun/data_type.hpp"
 
 namespace hvrun {
 

@@ -5,7 +5,7 @@
 #include <optional>
 #include <string>
 
-#include "collectives/communicator.hpp"
+#include "hvrun/communicator.hpp"
 
 namespace hvrun {
 

@@ -25,7 +25,7 @@
 #include "agent/error.hpp"
 #include "agent/job_secret.hpp"
 #include "agent/store_server.hpp"
-#include "collectives/communicator.hpp"
+#include "hvrun/communicator.hpp"
 #include "collectives/store_client.hpp"
 
 extern char** environ;

@@ -12,8 +12,8 @@
 
 #include "agent/error.hpp"
 #include "collectives/bench_plan.hpp"
-#include "collectives/communicator.hpp"
-#include "collectives/hvrun_collectives.h"
+#include "hvrun/communicator.hpp"
+#include "hvrun/collectives.h"
 #include "collectives/rank_contract.hpp"
 #include "collectives/store_client.hpp"
 #include "tests/support/served_store.hpp"
@@ -323,18 +323,45 @@ TEST_CASE("the C interface: a one-rank job from the environment, and errors as s
   CHECK(hvrun_allreduce(comm, v, out, 3, HVRUN_FLOAT32, HVRUN_MAX) == 0);
   CHECK(out[2] == 3.0f);
   CHECK(hvrun_barrier(comm) == 0);
-  CHECK(hvrun_allreduce(comm, v, v, 3, HVRUN_BFLOAT16, HVRUN_SUM) == -1);
+  CHECK(hvrun_allreduce(comm, v, v, 3, HVRUN_BFLOAT16, HVRUN_SUM) == HVRUN_ERROR_USAGE);
   CHECK_THAT(hvrun_error_string(), Catch::Contains("bfloat16"));
-  CHECK(hvrun_allreduce(comm, v, v, 3, static_cast<hvrun_dtype>(77), HVRUN_SUM) == -1);
+  CHECK(hvrun_allreduce(comm, v, v, 3, static_cast<hvrun_dtype>(77), HVRUN_SUM) == HVRUN_ERROR_USAGE);
   CHECK_THAT(hvrun_error_string(), Catch::Contains("unknown hvrun_dtype 77"));
   CHECK(hvrun_finalize(comm) == 0);
 
-  CHECK(hvrun_barrier(nullptr) == -1);
+  CHECK(hvrun_barrier(nullptr) == HVRUN_ERROR_USAGE);
   CHECK_THAT(hvrun_error_string(), Catch::Contains("NULL"));
   hvrun_comm* none = reinterpret_cast<hvrun_comm*>(1);
-  CHECK(hvrun_init(&none) == -1);  // the variables are gone again
+  CHECK(hvrun_init(&none) == HVRUN_ERROR_USAGE);  // the variables are gone again
   CHECK(none == nullptr);
   CHECK_THAT(hvrun_error_string(), Catch::Contains("is not set: run this program under hvrun"));
+}
+
+TEST_CASE("the C interface: each kind of failure has its own result code", "[collectives]") {
+  ServedStore served;
+  // Rank 0 of a 2-rank job whose rank 1 never comes: the rendezvous fails (HVRUN_ERROR_COLLECTIVE,
+  // saying it timed out), not a usage error and not a flat -1.
+  const std::vector<std::pair<std::string, std::string>> vars = {
+      {"HVRUN_RANK", "0"},           {"HVRUN_SIZE", "2"},         {"HVRUN_LOCAL_RANK", "0"},
+      {"HVRUN_LOCAL_SIZE", "2"},     {"HVRUN_IFACE", "lo"},       {"HVRUN_ADDR", "127.0.0.1"},
+      {"HVRUN_STORE_ADDR", "127.0.0.1"}, {"HVRUN_STORE_PORT", std::to_string(served.port())},
+      {"HVRUN_STORE_TOKEN", served.token()}, {"HVRUN_COLLECTIVE_TIMEOUT", "1"}};
+  for (const auto& [k, v] : vars) ::setenv(k.c_str(), v.c_str(), 1);
+  hvrun_comm* comm = nullptr;
+  const int rc = hvrun_init(&comm);
+  const std::string why = hvrun_error_string();
+  ::setenv("HVRUN_STORE_TOKEN", "not-the-token", 1);
+  hvrun_comm* refused = nullptr;
+  const int rc_token = hvrun_init(&refused);
+  const std::string why_token = hvrun_error_string();
+  for (const auto& [k, v] : vars) ::unsetenv(k.c_str());
+  CHECK(rc == HVRUN_ERROR_COLLECTIVE);
+  CHECK(comm == nullptr);
+  CHECK_THAT(why, Catch::Contains("timed out"));
+  // A store that refuses the token: the rendezvous failed, not a bug of hvrun's (HVRUN_ERROR_INTERNAL).
+  CHECK(rc_token == HVRUN_ERROR_COLLECTIVE);
+  CHECK(refused == nullptr);
+  CHECK_THAT(why_token, Catch::Contains("wrong store token"));
 }
 
 TEST_CASE("benchmark plan: sizes, sweeps, bus bandwidth, exact known answers", "[collectives]") {

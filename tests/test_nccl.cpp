@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "agent/error.hpp"
-#include "collectives/communicator.hpp"
+#include "hvrun/communicator.hpp"
 #include "collectives/store_client.hpp"
 #include "tests/support/served_store.hpp"
 

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "collectives/hvrun_collectives.h"
+#include "hvrun/collectives.h"
 
 #define COUNT 1001
 

@@ -1,5 +1,6 @@
 #pragma once
-// The collectives a training program links (static library hvrun_collectives): rendezvous through the
+// The collectives a training program links (libhvrun_collectives; CMake: find_package(hvrun CONFIG) and
+// hvrun::collectives; pkg-config: hvrun-collectives): rendezvous through the
 // job's store, then allreduce, broadcast, allgather and barrier among the job's ranks. Host (CPU)
 // buffers go through Gloo's TCP transport bound to the NIC hvrun chose; CUDA buffers through NCCL when
 // the library was built with it (Communicator::nccl_built()).
@@ -9,7 +10,10 @@
 //
 // Every call is collective: all ranks make the same calls in the same order with the same count, type,
 // operation and root. Every call has a deadline (CommunicatorOptions::timeout); a failure throws
-// CollectiveError (agent/error.hpp) naming the operation, this rank and, where known, the peer.
+// CollectiveError (hvrun/error.hpp) naming the operation, this rank and, where known, the peer;
+// TimeoutError when the deadline passed; UsageError for a missing or malformed rank contract or a bad
+// argument. Log lines go to stderr through the logger "hvrun.collectives", off unless HVRUN_LOG_LEVEL
+// says otherwise (trace, debug, info, warn, error, off).
 // A Communicator is used by one thread at a time.
 #include <chrono>
 #include <cstddef>
@@ -19,7 +23,8 @@
 #include <type_traits>
 #include <string>
 
-#include "collectives/data_type.hpp"
+#include "hvrun/data_type.hpp"
+#include "hvrun/error.hpp"
 
 namespace hvrun {
 

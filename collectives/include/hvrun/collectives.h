@@ -1,13 +1,13 @@
 /* hvrun collectives, C interface: for programs in C or any language with a C FFI. Link
- * hvrun_collectives (a C++ static library: link with a C++ linker or add -lstdc++).
+ * libhvrun_collectives (pkg-config hvrun-collectives; CMake hvrun::collectives).
  *
  *   hvrun_comm* comm;
  *   if (hvrun_init(&comm) != 0) { fprintf(stderr, "%s\n", hvrun_error_string()); exit(1); }
  *   hvrun_allreduce(comm, buf, buf, n, HVRUN_FLOAT32, HVRUN_SUM);
  *   hvrun_finalize(comm);
  *
- * Every function returns 0 on success and -1 on failure; hvrun_error_string() then says why (the
- * calling thread's last error). Collective calls: every rank makes the same calls in the same order.
+ * Every function returns HVRUN_SUCCESS (0) or one of the hvrun_result codes below saying what kind of
+ * failure it was; hvrun_error_string() then says why (the calling thread's last error). Collective calls: every rank makes the same calls in the same order.
  * A communicator is used by one thread at a time. */
 #ifndef HVRUN_COLLECTIVES_H
 #define HVRUN_COLLECTIVES_H
@@ -17,6 +17,16 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+typedef enum hvrun_result {
+  HVRUN_SUCCESS = 0,
+  HVRUN_ERROR_USAGE = 1,      /* a bad argument, or the rank contract is missing: not run under hvrun */
+  HVRUN_ERROR_TIMEOUT = 2,    /* a deadline passed (HVRUN_COLLECTIVE_TIMEOUT): a rank is gone or stuck */
+  HVRUN_ERROR_COLLECTIVE = 3, /* Gloo, NCCL, the job's store or the rendezvous failed: a peer
+                                 died or broke the protocol, the store refused */
+  HVRUN_ERROR_SYSTEM = 4,     /* a system call failed, or memory ran out */
+  HVRUN_ERROR_INTERNAL = 5    /* anything else: a bug in hvrun, please report it */
+} hvrun_result;
 
 typedef enum hvrun_dtype {
   HVRUN_FLOAT32 = 0,
