@@ -206,7 +206,7 @@ TEST_CASE("bad-input catalogue across lab hosts", "[lab][bad-input]") {
     return;
   }
   // A prefix of its own: other lab tests (prefix hvtest) may run at the same time.
-  Lab lab(2, "hvbad");
+  Lab lab(2, Lab::default_prefix() + "bad");
   const std::string h1 = lab.host(1), port = lab.var("LAB_PORT"), key = lab.var("LAB_KEY");
   const std::string closed_port = std::to_string(std::stoi(port) + 1);
   const std::string dropping = lab.list("LAB_DROP_ADDRS").at(1);  // h1's eth9: every packet dropped
