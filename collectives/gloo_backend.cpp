@@ -11,11 +11,13 @@
 #include <gloo/transport/tcp/device.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
-#include "collectives/collectives_log.hpp"
+#include <sstream>
 
 #include "agent/error.hpp"
+#include "collectives/collectives_log.hpp"
 #include "collectives/gloo_store.hpp"
 #include "collectives/store_client.hpp"
 
@@ -63,6 +65,11 @@ std::string ranks_text(const std::vector<int>& ranks) {
   }
   return out;
 }
+
+// hvrun probes each host's NICs from a few peers only (--probe-peers, docs/DESIGN.md §5.3), so a firewall
+// between two hosts that never probed each other first shows when ranks connect: say how to test every pair.
+constexpr const char* kCheckHint =
+    "a firewall between two of these hosts? `hvrun --check-only` with this job's hosts probes every pair";
 
 }  // namespace
 
@@ -119,7 +126,9 @@ struct GlooBackend::Impl {
     make_device();
     description = device->str();
     // Who is where, for error messages that name a peer by its address (see describe_peers).
-    store.set(prefix + "host/" + std::to_string(options.rank), options.hostname + " " + options.address);
+    // "hostname address iface" (iface "-" when Gloo bound by address).
+    store.set(prefix + "host/" + std::to_string(options.rank),
+              options.hostname + " " + options.address + " " + (iface.empty() ? "-" : iface));
     GlooStore gloo_store(store, options.timeout);
     gloo::rendezvous::PrefixStore prefixed(prefix + "gloo", gloo_store);
     context = std::make_shared<gloo::rendezvous::Context>(options.rank, options.size);
@@ -130,8 +139,10 @@ struct GlooBackend::Impl {
       throw CollectiveError("hvrun collectives: rendezvous of " + where() + " failed: " + e.what());
     } catch (const std::exception& e) {
       throw CollectiveError("hvrun collectives: " + where() + " could not connect to the other ranks: " + e.what() +
-                            describe_peers(e.what()));
+                            describe_peers(e.what()) + "; " + kCheckHint);
     }
+    // For the others' error messages: this rank's connections are all up (see unconnected_ranks).
+    store.set(prefix + "connected/" + std::to_string(options.rank), "1");
     collectives_log().debug("{} connected with Gloo on {}", where(), description);
   }
 
@@ -148,23 +159,67 @@ struct GlooBackend::Impl {
         ip = inside;
     }
     if (ip.empty()) return {};
+    std::vector<int> all(static_cast<std::size_t>(options.size));
+    for (int r = 0; r < options.size; ++r) all[static_cast<std::size_t>(r)] = r;
+    std::map<std::string, std::vector<int>> ranks_by_host;  // "host NIC nic" -> ranks
+    for (const auto& [r, entry] : host_entries(all))
+      if (entry.address == ip) ranks_by_host[entry.where()].push_back(r);
+    std::string out;
+    for (const auto& [at, ranks] : ranks_by_host)
+      out += "; " + ip + " is " + at + " (rank" + (ranks.size() > 1 ? "s " : " ") + ranks_text(ranks) + ")";
+    return out;
+  }
+
+  // Where a rank runs, from its "host/RANK" entry.
+  struct HostEntry {
+    std::string host, address, nic;
+    std::string where() const { return "host " + host + (nic == "-" || nic.empty() ? "" : " NIC " + nic); }
+  };
+
+  // The entries of `ranks` (ascending); empty when the store does not answer within 2 s.
+  std::map<int, HostEntry> host_entries(const std::vector<int>& ranks) const {
     std::vector<std::string> keys;
-    for (int r = 0; r < options.size; ++r) keys.push_back(prefix + "host/" + std::to_string(r));
-    std::map<std::string, std::vector<int>> ranks_by_host;
+    for (int r : ranks) keys.push_back(prefix + "host/" + std::to_string(r));
+    std::map<int, HostEntry> out;
     try {
-      const auto entries = store.multi_get(keys, std::chrono::seconds(2));
-      for (int r = 0; r < options.size; ++r) {
-        const auto& entry = entries[static_cast<std::size_t>(r)];
-        const auto space = entry.find(' ');
-        if (space != std::string::npos && entry.substr(space + 1) == ip) ranks_by_host[entry.substr(0, space)].push_back(r);
+      const auto values = store.multi_get(keys, std::chrono::seconds(2));
+      for (std::size_t i = 0; i < ranks.size(); ++i) {
+        std::istringstream fields(values[i]);
+        HostEntry e;
+        if (fields >> e.host >> e.address) {
+          fields >> e.nic;
+          out[ranks[i]] = e;
+        }
       }
     } catch (const Error&) {
       return {};  // the store is gone too; Gloo's message stands alone
     }
-    std::string out;
-    for (const auto& [host, ranks] : ranks_by_host)
-      out += "; " + ip + " is host " + host + " (rank" + (ranks.size() > 1 ? "s " : " ") + ranks_text(ranks) + ")";
     return out;
+  }
+
+  // When an operation fails and some ranks never finished connecting (a firewall between two hosts
+  // that hvrun's bounded probes did not test leaves both stuck in Gloo's connect, and their peers
+  // waiting in the first operation), names those ranks' hosts and NICs: "; ranks 1-3 had not finished
+  // connecting (host b NIC eth1, ...): a firewall between two of these hosts? ...". Empty otherwise.
+  std::string unconnected_ranks() const {
+    std::vector<int> missing;
+    try {
+      for (int r = 0; r < options.size; ++r)
+        if (r != options.rank && !store.check({prefix + "connected/" + std::to_string(r)})) missing.push_back(r);
+    } catch (const Error&) {
+      return {};
+    }
+    if (missing.empty()) return {};
+    constexpr std::size_t kNamed = 8;  // hosts named at most; a line, not a list of thousands
+    std::vector<std::string> named;
+    for (const auto& [r, entry] : host_entries(missing))
+      if (named.size() < kNamed && std::find(named.begin(), named.end(), entry.where()) == named.end())
+        named.push_back(entry.where());
+    std::string hosts;
+    for (const auto& n : named) hosts += (hosts.empty() ? "" : ", ") + n;
+    return std::string("; rank") + (missing.size() > 1 ? "s " : " ") + ranks_text(missing) +
+           (missing.size() > 1 ? " had" : " has") + " not finished connecting" +
+           (hosts.empty() ? "" : " (" + hosts + (named.size() == kNamed ? ", ..." : "") + ")") + "; " + kCheckHint;
   }
 
   // Runs one Gloo call; Gloo's exceptions become CollectiveError naming the operation, us and the peer.
@@ -176,7 +231,7 @@ struct GlooBackend::Impl {
       throw;
     } catch (const std::exception& e) {
       throw CollectiveError("hvrun collectives: " + what + " failed on " + where() + ": " + e.what() +
-                            describe_peers(e.what()));
+                            describe_peers(e.what()) + unconnected_ranks());
     }
   }
 

@@ -38,6 +38,7 @@
 #include "launcher/nic_filter.hpp"
 #include "launcher/nic_selector.hpp"
 #include "launcher/agent_starter.hpp"
+#include "launcher/probe_peers.hpp"
 #include "launcher/probe_retry.hpp"
 #include "launcher/same_host.hpp"
 #include "launcher/start_progress.hpp"
@@ -175,6 +176,8 @@ struct Job::Impl {
   std::size_t probes_expected = 0;
   int probe_attempts = 0;  // rounds of probes sent (probe_retry.hpp)
   std::vector<std::pair<std::size_t, std::size_t>> planned;  // (prober, index into targets)
+  std::vector<std::vector<std::size_t>> probers;  // per member, the members that probe it (probe_peers.hpp)
+  std::size_t probes_sent = 0;                    // every round's, for --verbose's timings
   bool evaluation_pending = false;
   std::vector<HostSelection> selections;
   std::chrono::steady_clock::time_point probe_started;
@@ -454,8 +457,8 @@ struct Job::Impl {
 
   // ---- NIC discovery -----------------------------------------------------------------------------
 
-  // Every host probes every other host's candidate addresses, all at once; then each host gets the
-  // NIC that every other host reached.
+  // Each host's candidate addresses are probed by its probers (probe_peers.hpp: a bounded set for a
+  // launch, every other host for --check-only), all at once; then each host gets the NIC they all reached.
   void probe() {
     phase = Phase::kProbing;
     // Only hosts with an agent take part; under --check-only the others are reported as SSH failures.
@@ -475,12 +478,15 @@ struct Job::Impl {
       return shut_down();
     }
     probe_started = std::chrono::steady_clock::now();
+    const std::size_t peers = probe_peer_count(options.probe_peers, options.check_only);
+    probers = choose_probe_peers(inventories, targets, peers, 0);
     for (const std::size_t ti : probe_order(inventories, targets, filter, single_host))
-      for (std::size_t m = 0; m < members.size(); ++m)
-        if (targets[ti].host != m) planned.emplace_back(m, ti);
+      for (const std::size_t m : probers[targets[ti].host]) planned.emplace_back(m, ti);
     probes_expected = planned.size();
     probe_attempts = 1;
-    spdlog::info("hvrun: probing {} addresses of {} hosts", probes_expected, hosts.size());
+    spdlog::info("hvrun: probing {} addresses of {} hosts ({})", probes_expected, hosts.size(),
+                 peers == 0 || members.size() <= peers + 1 ? std::string("every pair")
+                                                           : "each host from " + std::to_string(peers) + "+ peers");
     send_probes(planned, options.probe_timeout);
     if (probes_expected == 0) decide();
   }
@@ -488,6 +494,7 @@ struct Job::Impl {
   // Sends each prober its share of `pairs` (prober, index into targets), in the order given.
   void send_probes(const std::vector<std::pair<std::size_t, std::size_t>>& pairs, milliseconds timeout) {
     std::vector<ProbeRequestMsg> requests(members.size());
+    probes_sent += pairs.size();
     for (const auto& [m, ti] : pairs) {
       const ProbeTarget& t = targets[ti];
       const Host& peer = hosts[members[t.host]];
@@ -566,8 +573,8 @@ struct Job::Impl {
       ok.outcome = ProbeOutcome::kOk;
       optimistic.push_back(std::move(ok));
     }
-    const auto worst = select_nics(inventories, targets, results, filter, single_host);
-    const auto best = select_nics(inventories, targets, optimistic, filter, single_host);
+    const auto worst = select_nics(inventories, targets, results, filter, single_host, probers);
+    const auto best = select_nics(inventories, targets, optimistic, filter, single_host, probers);
     for (std::size_t i = 0; i < worst.size(); ++i)
       if (!worst[i].selected || !best[i].selected || !(*worst[i].selected == *best[i].selected)) return false;
     return true;
@@ -596,7 +603,7 @@ struct Job::Impl {
   void decide() {
     if (phase != Phase::kProbing) return;
     deadline.cancel();
-    selections = select_nics(inventories, targets, results, filter, single_host);
+    selections = select_nics(inventories, targets, results, filter, single_host, probers);
     if (retry_missed_probes()) return;
     t_decided = Clock::now();
     probe_ms = std::chrono::duration_cast<std::chrono::milliseconds>(t_decided - probe_started);
@@ -1031,10 +1038,10 @@ struct Job::Impl {
       return std::to_string(std::chrono::duration_cast<milliseconds>(to - from).count()) + " ms";
     };
     const bool any_remote = std::any_of(hosts.begin(), hosts.end(), [](const Host& h) { return !h.is_local; });
-    spdlog::info("hvrun: timings: connect {}, agents up {}, probe {}, launch to first output {}, ranks ran {}, "
-                 "teardown {}, total {}",
+    spdlog::info("hvrun: timings: connect {}, agents up {}, probe {}, probes sent {}, launch to first output {}, "
+                 "ranks ran {}, teardown {}, total {}",
                  any_remote ? since(t_start, t_connected) : std::string("local"), since(t_start, t_agents_up),
-                 since(t_agents_up, t_decided), since(t_decided, t_first_output), since(t_decided, t_ranks_done),
+                 since(t_agents_up, t_decided), probes_sent, since(t_decided, t_first_output), since(t_decided, t_ranks_done),
                  since(t_ranks_done, Clock::now()), since(t_start, Clock::now()));
   }
 

@@ -251,6 +251,10 @@ CliResult parse_command_line(int argc, const char* const* argv) {
   app.add_option("--probe-timeout", probe_timeout, "Seconds one NIC probe may take (default 1)")
       ->transform(seconds(false))
       ->type_name("SECONDS");
+  app.add_option("--probe-peers", o.probe_peers,
+                 "Peers that probe each host's NICs; 0: every pair (default 4, --check-only: every pair)")
+      ->check(CLI::Range(0, 1'000'000))
+      ->type_name("K");
 
   HorovodrunFlags horovodrun;
   add_horovodrun_options(app, horovodrun);

@@ -46,6 +46,9 @@ struct LaunchOptions {
   bool matrix = false;               // --matrix: --check-only draws who reaches whom
   std::string report_file;           // --report FILE: --check-only also writes an HTML page there
   std::chrono::milliseconds probe_timeout{1'000};  // --probe-timeout: bounds one probe
+  // --probe-peers K: how many peers probe each host's NICs (0: all pairs); unset: probe_peer_count's
+  // default (all pairs under --check-only, kDefaultProbePeers for a launch; launcher/probe_peers.hpp).
+  std::optional<int> probe_peers;
   std::vector<std::string> command;  // argv of each rank
   // horovodrun's tuning flags and --config-file as the HOROVOD_* variables it sets (horovodrun_flags.hpp);
   // the ranks get them over hvrun's environment, under -x.

@@ -205,7 +205,7 @@ std::string reason_for(const std::vector<HostInventory>& hosts, const NicVerdict
 // pass over them, so a selection costs the number of results, not that times hosts squared.
 NicVerdict judge(const std::vector<HostInventory>& hosts, std::size_t host, const std::string& iface,
                  const std::vector<std::string>& addresses, const std::vector<const ProbeResult*>& about,
-                 bool single_host) {
+                 const std::vector<std::size_t>* probers, bool single_host) {
   NicVerdict v;
   v.iface = iface;
   v.addresses = addresses;
@@ -214,22 +214,40 @@ NicVerdict judge(const std::vector<HostInventory>& hosts, std::size_t host, cons
     v.usable = true;  // nobody else needs to reach it
     return v;
   }
-  std::vector<std::size_t> view_of(hosts.size(), hosts.size());  // peer -> index into v.peers
-  for (std::size_t peer = 0; peer < hosts.size(); ++peer) {
-    if (peer == host) continue;
-    view_of[peer] = v.peers.size();
+  // The peers that judge it: its probers (a few, ascending) or every other host. Looking a prober up
+  // is a search of those few, so a bounded set costs its size per NIC, not the number of hosts.
+  std::vector<std::size_t> view_of;  // all pairs: peer -> index into v.peers
+  const auto add_peer = [&](std::size_t peer) {
     PeerView view;
     view.peer = peer;
     view.peer_host = hosts[peer].host;
     v.peers.push_back(std::move(view));
+  };
+  if (probers != nullptr) {
+    for (std::size_t peer : *probers)
+      if (peer < hosts.size() && peer != host) add_peer(peer);
+  } else {
+    view_of.assign(hosts.size(), hosts.size());
+    for (std::size_t peer = 0; peer < hosts.size(); ++peer) {
+      if (peer == host) continue;
+      view_of[peer] = v.peers.size();
+      add_peer(peer);
+    }
   }
+  const auto view_index = [&](std::size_t from) -> std::size_t {  // v.peers.size(): not one of its peers
+    if (from >= hosts.size()) return v.peers.size();
+    if (probers == nullptr) return view_of[from] == hosts.size() ? v.peers.size() : view_of[from];
+    const auto it = std::find_if(v.peers.begin(), v.peers.end(), [&](const PeerView& p) { return p.peer == from; });
+    return static_cast<std::size_t>(it - v.peers.begin());
+  };
   std::vector<std::set<std::size_t>> ok_from(addresses.size());  // per address, the peers that reached it
   for (const ProbeResult* r : about) {
-    if (r->from >= hosts.size() || r->from == host) continue;
+    const std::size_t vi = view_index(r->from);
+    if (vi == v.peers.size()) continue;
     const auto at = std::find(addresses.begin(), addresses.end(), r->address);
     if (at == addresses.end()) continue;
     if (r->outcome == ProbeOutcome::kOk) ok_from[static_cast<std::size_t>(at - addresses.begin())].insert(r->from);
-    PeerView& view = v.peers[view_of[r->from]];
+    PeerView& view = v.peers[vi];
     if (!view.outcome || rank_of(r->outcome) < rank_of(*view.outcome)) {
       view.outcome = r->outcome;
       view.address = r->address;
@@ -373,7 +391,7 @@ std::vector<std::size_t> probe_order(const std::vector<HostInventory>& hosts, co
 
 std::vector<HostSelection> select_nics(const std::vector<HostInventory>& hosts, const std::vector<ProbeTarget>& targets,
                                        const std::vector<ProbeResult>& results, const NicFilter& filter,
-                                       bool single_host) {
+                                       bool single_host, const std::vector<std::vector<std::size_t>>& probers) {
   std::vector<HostSelection> out(hosts.size());
   std::map<std::pair<std::size_t, std::string_view>, std::vector<const ProbeResult*>> about;  // (to, iface)
   for (const ProbeResult& r : results) about[{r.to, r.iface}].push_back(&r);
@@ -397,7 +415,8 @@ std::vector<HostSelection> select_nics(const std::vector<HostInventory>& hosts, 
       }
       const auto found = about.find({h, nic.name});
       sel.nics.push_back(
-          judge(hosts, h, nic.name, it->second, found != about.end() ? found->second : none, single_host));
+          judge(hosts, h, nic.name, it->second, found != about.end() ? found->second : none,
+                h < probers.size() ? &probers[h] : nullptr, single_host));
       if (sel.nics.back().usable) usable.emplace_back(&nic, k);
     }
     if (usable.empty()) continue;

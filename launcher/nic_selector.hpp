@@ -67,8 +67,8 @@ struct NicVerdict {
   std::string iface;
   std::string address;                 // usable: the first address every peer reached; else the first probed
   std::vector<std::string> addresses;  // every address probed, in probe order
-  bool usable = false;                 // some address was reached with `ok` from every other host
-  std::vector<PeerView> peers;         // every other host, in host order
+  bool usable = false;                 // some address was reached with `ok` from every prober of its host
+  std::vector<PeerView> peers;         // every prober of its host (all pairs: every other host), in host order
   // Unusable: why, in words naming the peers ("no answer within 1 s from a, b: packets dropped?");
   // nic_summary() puts the NIC, address and host in front. Empty when usable.
   std::string reason;
@@ -135,14 +135,16 @@ std::vector<std::size_t> probe_order(const std::vector<HostInventory>& hosts, co
                                      const NicFilter& filter, bool single_host);
 
 // One selection per host, parallel to `hosts`. A candidate (a NIC with targets) is usable when one of
-// its addresses was reached with `ok` from every other host; with a single host every candidate is
-// usable without probes. Among usable NICs a host prefers, in this order: the earlier inclusion of the
-// filter; loopback on a single host and not loopback otherwise; physical over virtual, where a
-// container or VM bridge by name (docker*, veth*, virbr*, br-*, ...) ranks below any other virtual
-// NIC; higher speed (unknown counts as slowest); the kernel's order. Each host chooses on its own.
+// its addresses was reached with `ok` from every one of its host's probers: `probers[h]` (the bounded
+// set of probe_peers.hpp) when given, else every other host; with a single host every candidate is
+// usable without probes. Results from hosts that are not probers of the host probed are ignored.
+// Among usable NICs a host prefers, in this order: the earlier inclusion of the filter; loopback on a
+// single host and not loopback otherwise; physical over virtual, where a container or VM bridge by
+// name (docker*, veth*, virbr*, br-*, ...) ranks below any other virtual NIC; higher speed (unknown
+// counts as slowest); the kernel's order. Each host chooses on its own.
 std::vector<HostSelection> select_nics(const std::vector<HostInventory>& hosts, const std::vector<ProbeTarget>& targets,
                                        const std::vector<ProbeResult>& results, const NicFilter& filter,
-                                       bool single_host);
+                                       bool single_host, const std::vector<std::vector<std::size_t>>& probers = {});
 
 // "docker0 172.17.0.1 on b: answered as the prober itself (from a, c): ..." — one line for messages.
 std::string nic_summary(const std::string& host, const NicVerdict& verdict);

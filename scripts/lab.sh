@@ -8,7 +8,7 @@
 # network, and neither root's ~/.ssh, /etc/hosts nor the root namespace's iptables are touched.
 #
 # Commands
-#   up N            create N hosts (2..32), start and verify their sshd. Fails with a clear message
+#   up N            create N hosts (2..64), start and verify their sshd. Fails with a clear message
 #                   if a lab with this prefix already exists (LAB_RECREATE=1: tear it down first).
 #                   If up fails half way it tears down what it made.
 #   down            remove every trace: sshd (by pidfile), any process left in the lab's namespaces,
@@ -86,7 +86,7 @@ LAB_SKIP_BASHRC=${LAB_SKIP_BASHRC:-1}
 LAB_JOBS=${LAB_JOBS:-4}
 LAB_CONTAINER_VETHS=${LAB_CONTAINER_VETHS:-0}
 
-readonly MAX_HOSTS=32
+readonly MAX_HOSTS=64
 readonly SSHD_BIN=/usr/sbin/sshd
 readonly MARKER=.hvrun-lab
 readonly DOCKER_IF=docker0 DOCKER_PORT_IF=vethdk0 DOCKER_ADDR=172.17.0.1
@@ -147,7 +147,7 @@ require_root() {
   fi
 }
 
-# ---- naming and addressing (tables filled without forking: this runs for up to 32 hosts) -------
+# ---- naming and addressing (tables filled without forking: this runs for up to 64 hosts) -------
 
 HOST=() FIF=() FADDR=() F6ADDR=() DADDR=() WADDR=() HDIR=() UTS=()
 
