@@ -31,6 +31,7 @@
 #include "launcher/host_locality.hpp"
 #include "launcher/check_html.hpp"
 #include "launcher/check_report.hpp"
+#include "launcher/shell_quote.hpp"
 #include "launcher/text_layout.hpp"
 #include "launcher/local_agent.hpp"
 #include "launcher/mpirun_command.hpp"

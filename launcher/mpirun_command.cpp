@@ -127,22 +127,4 @@ std::vector<std::string> mpirun_argv(const MpirunInput& in) {
   return a;
 }
 
-std::string shell_line(const std::vector<std::string>& argv) {
-  std::string line;
-  for (const auto& w : argv) {
-    const bool plain = !w.empty() && std::all_of(w.begin(), w.end(), [](unsigned char c) {
-      return std::isalnum(c) || std::string_view("_@%+=:,./-").find(static_cast<char>(c)) != std::string_view::npos;
-    });
-    if (!line.empty()) line += ' ';
-    if (plain) {
-      line += w;
-      continue;
-    }
-    line += '\'';
-    for (const char c : w) line += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    line += '\'';
-  }
-  return line;
-}
-
 }  // namespace hvrun

@@ -53,9 +53,6 @@ MpirunInput mpirun_input(const LaunchOptions& o);
 // the chosen NICs share no IPv4 subnet; UsageError when --mpi-args/--binding-args is not shell syntax.
 std::vector<std::string> mpirun_argv(const MpirunInput& in);
 
-// The argv as one line for a POSIX shell: words with anything but [A-Za-z0-9_@%+=:,./-] single-quoted.
-std::string shell_line(const std::vector<std::string>& argv);
-
 // Splits `text` into words as a POSIX shell would (wordexp, command substitution refused). Throws
 // UsageError naming `flag` on bad syntax.
 std::vector<std::string> shell_words(const std::string& text, const std::string& flag);

@@ -17,6 +17,7 @@
 #include "agent/duration_text.hpp"
 #include "agent/error.hpp"
 #include "agent/unique_fd.hpp"
+#include "launcher/shell_quote.hpp"
 
 extern char** environ;
 
@@ -55,19 +56,6 @@ std::string one_line(const std::string& text) {
   }
   if (out.size() > kLimit) out = out.substr(0, kLimit) + "...";
   return out;
-}
-
-// Single quotes for /bin/sh: nothing inside is special but the quote itself.
-std::string shell_quote(const std::string& word) {
-  std::string out = "'";
-  for (char c : word) {
-    if (c == '\'') {
-      out += "'\\''";
-    } else {
-      out += c;
-    }
-  }
-  return out + "'";
 }
 
 // A spawned child that is killed and reaped if it is still there when this goes away.

@@ -12,6 +12,7 @@
 #include "agent/duration_text.hpp"
 #include "agent/error.hpp"
 #include "agent/job_secret.hpp"
+#include "launcher/shell_quote.hpp"
 
 namespace hvrun {
 
@@ -20,12 +21,6 @@ namespace {
 // The agent says this on stderr and exits with it when the script finds no agent binary.
 constexpr const char* kMissingMarker = "hvrun-agent-not-found";
 constexpr int kMissingStatus = 127;
-
-std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
 
 // One round trip in the common case: the remote shell tries each place and execs the first agent.
 std::string locate_and_exec(const RemoteAgentOptions& o) {

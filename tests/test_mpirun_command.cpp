@@ -8,6 +8,7 @@
 #include "agent/error.hpp"
 #include "launcher/ip_subnet.hpp"
 #include "launcher/mpirun_command.hpp"
+#include "launcher/shell_quote.hpp"
 
 using Args = std::vector<std::string>;
 using hvrun::MpirunInput;
