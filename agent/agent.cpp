@@ -21,12 +21,12 @@
 #include <spdlog/spdlog.h>
 #include <vector>
 
-#include "agent/control_message.hpp"
-#include "agent/duration_text.hpp"
-#include "agent/error.hpp"
+#include "agent/wire/control_message.hpp"
+#include "agent/wire/duration_text.hpp"
+#include "agent/wire/error.hpp"
 #include "agent/network_stack.hpp"
-#include "agent/frame_channel.hpp"
-#include "agent/job_secret.hpp"
+#include "agent/wire/frame_channel.hpp"
+#include "agent/wire/job_secret.hpp"
 #include "agent/probe_listener.hpp"
 #include "agent/prober.hpp"
 #include "agent/horovod_rendezvous.hpp"

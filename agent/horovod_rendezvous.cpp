@@ -14,7 +14,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "agent/error.hpp"
+#include "agent/wire/error.hpp"
 #include "agent/tcp_listener.hpp"
 
 namespace hvrun {

@@ -10,9 +10,9 @@
 #include <optional>
 #include <spdlog/spdlog.h>
 
-#include "agent/error.hpp"
-#include "agent/frame_codec.hpp"
-#include "agent/job_secret.hpp"
+#include "agent/wire/error.hpp"
+#include "agent/wire/frame_codec.hpp"
+#include "agent/wire/job_secret.hpp"
 
 namespace hvrun {
 

@@ -8,9 +8,9 @@
 #include <boost/asio/write.hpp>
 #include <nlohmann/json.hpp>
 
-#include "agent/error.hpp"
-#include "agent/frame_codec.hpp"
-#include "agent/job_secret.hpp"
+#include "agent/wire/error.hpp"
+#include "agent/wire/frame_codec.hpp"
+#include "agent/wire/job_secret.hpp"
 #include "agent/probe_listener.hpp"
 
 namespace hvrun {

@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "agent/control_message.hpp"
+#include "agent/wire/control_message.hpp"
 
 namespace boost::asio {
 class io_context;

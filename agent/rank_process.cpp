@@ -9,7 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "agent/error.hpp"
+#include "agent/wire/error.hpp"
 
 extern char** environ;
 

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "agent/error.hpp"
-#include "agent/unique_fd.hpp"
+#include "agent/wire/error.hpp"
+#include "agent/wire/unique_fd.hpp"
 
 namespace hvrun {
 

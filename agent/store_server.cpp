@@ -15,9 +15,9 @@
 #include <unordered_set>
 #include <vector>
 
-#include "agent/duration_text.hpp"
-#include "agent/error.hpp"
-#include "agent/frame_codec.hpp"
+#include "agent/wire/duration_text.hpp"
+#include "agent/wire/error.hpp"
+#include "agent/wire/frame_codec.hpp"
 #include "agent/tcp_listener.hpp"
 
 namespace hvrun {

@@ -12,7 +12,7 @@
 #include <openssl/crypto.h>
 
 #include "agent/agent.hpp"
-#include "agent/error.hpp"
+#include "agent/wire/error.hpp"
 #include "hvrun/version.hpp"
 
 int main(int argc, char** argv) {

@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <iostream>
 
-#include "agent/error.hpp"
+#include "agent/wire/error.hpp"
 #include "launcher/job.hpp"
 #include "launcher/launch_options.hpp"
 

@@ -5,7 +5,7 @@
 #include <charconv>
 #include <string>
 
-#include "agent/error.hpp"
+#include "agent/wire/error.hpp"
 
 namespace hvrun::bench {
 

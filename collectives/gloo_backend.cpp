@@ -16,7 +16,7 @@
 #include <map>
 #include <sstream>
 
-#include "agent/error.hpp"
+#include "agent/wire/error.hpp"
 #include "collectives/collectives_log.hpp"
 #include "collectives/gloo_store.hpp"
 #include "collectives/store_client.hpp"

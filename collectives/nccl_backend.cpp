@@ -4,8 +4,8 @@
 
 #include <thread>
 
-#include "agent/duration_text.hpp"
-#include "agent/error.hpp"
+#include "agent/wire/duration_text.hpp"
+#include "agent/wire/error.hpp"
 #include "collectives/nccl_check.hpp"
 #include "collectives/store_client.hpp"
 

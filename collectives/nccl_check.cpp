@@ -1,6 +1,6 @@
 #include "collectives/nccl_check.hpp"
 
-#include "agent/error.hpp"
+#include "agent/wire/error.hpp"
 
 namespace hvrun {
 

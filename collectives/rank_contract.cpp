@@ -3,7 +3,7 @@
 #include <charconv>
 #include <cstdlib>
 
-#include "agent/error.hpp"
+#include "agent/wire/error.hpp"
 
 namespace hvrun {
 

@@ -22,8 +22,8 @@
 #include <thread>
 #include <vector>
 
-#include "agent/error.hpp"
-#include "agent/job_secret.hpp"
+#include "agent/wire/error.hpp"
+#include "agent/wire/job_secret.hpp"
 #include "agent/store_server.hpp"
 #include "hvrun/communicator.hpp"
 #include "collectives/store_client.hpp"

@@ -10,10 +10,10 @@
 #include <optional>
 #include <thread>
 
-#include "agent/duration_text.hpp"
-#include "agent/error.hpp"
-#include "agent/frame_codec.hpp"
-#include "agent/store_protocol.hpp"
+#include "agent/wire/duration_text.hpp"
+#include "agent/wire/error.hpp"
+#include "agent/wire/frame_codec.hpp"
+#include "agent/wire/store_protocol.hpp"
 
 namespace hvrun {
 

@@ -6,9 +6,9 @@
 #include <algorithm>
 #include <set>
 
-#include "agent/duration_text.hpp"
-#include "agent/error.hpp"
-#include "agent/unique_fd.hpp"
+#include "agent/wire/duration_text.hpp"
+#include "agent/wire/error.hpp"
+#include "agent/wire/unique_fd.hpp"
 #include "launcher/check_matrix.hpp"
 #include "launcher/check_summary.hpp"
 #include "launcher/host_names.hpp"

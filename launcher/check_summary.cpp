@@ -5,7 +5,7 @@
 #include <set>
 #include <string_view>
 
-#include "agent/duration_text.hpp"
+#include "agent/wire/duration_text.hpp"
 #include "launcher/host_names.hpp"
 #include "launcher/text_layout.hpp"
 #include "launcher/verdict_groups.hpp"

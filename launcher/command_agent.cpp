@@ -6,8 +6,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "agent/duration_text.hpp"
-#include "agent/error.hpp"
+#include "agent/wire/duration_text.hpp"
+#include "agent/wire/error.hpp"
 #include "agent/rank_process.hpp"
 
 namespace hvrun {

@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "agent/unique_fd.hpp"
+#include "agent/wire/unique_fd.hpp"
 #include "launcher/host_agent.hpp"
 
 namespace hvrun {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/interface_list.hpp"
+#include "agent/wire/interface_list.hpp"
 
 namespace hvrun {
 

@@ -9,7 +9,7 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "agent/error.hpp"
+#include "agent/wire/error.hpp"
 
 namespace hvrun {
 

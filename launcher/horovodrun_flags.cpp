@@ -6,7 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "agent/error.hpp"
+#include "agent/wire/error.hpp"
 #include "hvrun/version.hpp"
 #include "launcher/mpirun_process.hpp"
 

@@ -3,7 +3,7 @@
 // srun): the job sees only its control channel and what to say when that channel ends badly.
 #include <string>
 
-#include "agent/unique_fd.hpp"
+#include "agent/wire/unique_fd.hpp"
 
 namespace hvrun {
 

@@ -11,7 +11,7 @@
 #include <memory>
 #include <set>
 
-#include "agent/error.hpp"
+#include "agent/wire/error.hpp"
 #include "launcher/name_lookup.hpp"
 
 namespace hvrun {

@@ -20,11 +20,11 @@
 #include <thread>
 #include <spdlog/spdlog.h>
 
-#include "agent/control_message.hpp"
-#include "agent/error.hpp"
-#include "agent/duration_text.hpp"
-#include "agent/frame_channel.hpp"
-#include "agent/job_secret.hpp"
+#include "agent/wire/control_message.hpp"
+#include "agent/wire/error.hpp"
+#include "agent/wire/duration_text.hpp"
+#include "agent/wire/frame_channel.hpp"
+#include "agent/wire/job_secret.hpp"
 #include "agent/rank_process.hpp"
 #include "hvrun/version.hpp"
 #include "launcher/horovod_rendezvous_plan.hpp"
@@ -45,7 +45,7 @@
 #include "launcher/start_progress.hpp"
 #include "launcher/status_line.hpp"
 #include "launcher/user_env.hpp"
-#include "agent/interface_list.hpp"
+#include "agent/wire/interface_list.hpp"
 #include "launcher/output_mux.hpp"
 #include "launcher/rank_env.hpp"
 #include "launcher/rank_plan.hpp"

@@ -16,7 +16,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "agent/error.hpp"
+#include "agent/wire/error.hpp"
 #include "hvrun/version.hpp"
 #include "launcher/horovodrun_flags.hpp"
 #include "launcher/mpirun_command.hpp"

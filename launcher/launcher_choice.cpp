@@ -1,6 +1,6 @@
 #include "launcher/launcher_choice.hpp"
 
-#include "agent/error.hpp"
+#include "agent/wire/error.hpp"
 
 namespace hvrun {
 

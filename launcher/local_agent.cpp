@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <thread>
 
-#include "agent/error.hpp"
+#include "agent/wire/error.hpp"
 #include "agent/rank_process.hpp"
 
 namespace hvrun {

@@ -8,7 +8,7 @@
 #include <set>
 #include <string_view>
 
-#include "agent/error.hpp"
+#include "agent/wire/error.hpp"
 
 namespace hvrun {
 

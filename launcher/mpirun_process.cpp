@@ -12,8 +12,8 @@
 #include <ctime>
 #include <string_view>
 
-#include "agent/error.hpp"
-#include "agent/unique_fd.hpp"
+#include "agent/wire/error.hpp"
+#include "agent/wire/unique_fd.hpp"
 
 namespace hvrun {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <tuple>
 
-#include "agent/error.hpp"
+#include "agent/wire/error.hpp"
 
 namespace hvrun {
 

@@ -25,7 +25,7 @@
 #include <string_view>
 #include <vector>
 
-#include "agent/interface_list.hpp"
+#include "agent/wire/interface_list.hpp"
 #include "launcher/ip_subnet.hpp"
 
 namespace hvrun {

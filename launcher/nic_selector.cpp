@@ -8,8 +8,8 @@
 #include <string_view>
 #include <tuple>
 
-#include "agent/duration_text.hpp"
-#include "agent/error.hpp"
+#include "agent/wire/duration_text.hpp"
+#include "agent/wire/error.hpp"
 
 namespace hvrun {
 

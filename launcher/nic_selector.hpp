@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/interface_list.hpp"
+#include "agent/wire/interface_list.hpp"
 #include "launcher/ip_subnet.hpp"
 #include "launcher/nic_filter.hpp"
 

@@ -7,7 +7,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "agent/error.hpp"
+#include "agent/wire/error.hpp"
 
 namespace hvrun {
 

@@ -10,7 +10,7 @@
 #include <cstring>
 #include <ctime>
 
-#include "agent/error.hpp"
+#include "agent/wire/error.hpp"
 
 namespace hvrun {
 

@@ -11,8 +11,8 @@
 #include <string_view>
 #include <vector>
 
-#include "agent/control_message.hpp"
-#include "agent/unique_fd.hpp"
+#include "agent/wire/control_message.hpp"
+#include "agent/wire/unique_fd.hpp"
 #include "launcher/line_splitter.hpp"
 #include "launcher/output_writer.hpp"
 

@@ -1,6 +1,6 @@
 #include "launcher/probe_retry.hpp"
 
-#include "agent/duration_text.hpp"
+#include "agent/wire/duration_text.hpp"
 
 namespace hvrun {
 

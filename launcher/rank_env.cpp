@@ -1,6 +1,6 @@
 #include "launcher/rank_env.hpp"
 
-#include "agent/error.hpp"
+#include "agent/wire/error.hpp"
 
 namespace hvrun {
 

@@ -4,7 +4,7 @@
 #include <climits>
 #include <cstdint>
 
-#include "agent/error.hpp"
+#include "agent/wire/error.hpp"
 
 namespace hvrun {
 

@@ -9,9 +9,9 @@
 
 #include <memory>
 
-#include "agent/duration_text.hpp"
-#include "agent/error.hpp"
-#include "agent/job_secret.hpp"
+#include "agent/wire/duration_text.hpp"
+#include "agent/wire/error.hpp"
+#include "agent/wire/job_secret.hpp"
 #include "launcher/shell_quote.hpp"
 
 namespace hvrun {

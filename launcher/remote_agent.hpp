@@ -11,9 +11,9 @@
 #include <optional>
 #include <string>
 
-#include "agent/unique_fd.hpp"
+#include "agent/wire/unique_fd.hpp"
 #include "launcher/host_agent.hpp"
-#include "launcher/ssh_session.hpp"
+#include "launcher/ssh/ssh_session.hpp"
 
 namespace hvrun {
 

@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <limits>
 
-#include "agent/error.hpp"
+#include "agent/wire/error.hpp"
 #include "launcher/slurm_host_list.hpp"
 
 namespace hvrun {

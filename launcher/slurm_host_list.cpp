@@ -5,7 +5,7 @@
 #include <limits>
 #include <unordered_set>
 
-#include "agent/error.hpp"
+#include "agent/wire/error.hpp"
 
 namespace hvrun {
 

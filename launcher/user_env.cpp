@@ -1,6 +1,6 @@
 #include "launcher/user_env.hpp"
 
-#include "agent/error.hpp"
+#include "agent/wire/error.hpp"
 #include "launcher/nic_filter.hpp"
 
 namespace hvrun {

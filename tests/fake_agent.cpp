@@ -3,8 +3,8 @@
 
 #include <string>
 
-#include "agent/control_message.hpp"
-#include "agent/frame_codec.hpp"
+#include "agent/wire/control_message.hpp"
+#include "agent/wire/frame_codec.hpp"
 
 int main() {
   const std::string hello =

@@ -27,7 +27,7 @@
 #include <thread>
 #include <vector>
 
-#include "launcher/ssh_session.hpp"
+#include "launcher/ssh/ssh_session.hpp"
 
 extern char** environ;
 

@@ -5,9 +5,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "agent/control_message.hpp"
-#include "agent/frame_codec.hpp"
-#include "agent/job_secret.hpp"
+#include "agent/wire/control_message.hpp"
+#include "agent/wire/frame_codec.hpp"
+#include "agent/wire/job_secret.hpp"
 #include "hvrun/version.hpp"
 #include "launcher/local_agent.hpp"
 #include "tests/support/child_process.hpp"

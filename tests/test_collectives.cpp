@@ -10,7 +10,7 @@
 #include <functional>
 #include <thread>
 
-#include "agent/error.hpp"
+#include "agent/wire/error.hpp"
 #include "collectives/bench_plan.hpp"
 #include "hvrun/communicator.hpp"
 #include "hvrun/collectives.h"

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/error.hpp"
+#include "agent/wire/error.hpp"
 #include "launcher/launch_options.hpp"
 #include "tests/support/child_process.hpp"
 #include "tests/support/lab_hvrun.hpp"

@@ -5,7 +5,7 @@
 
 #include <unistd.h>
 
-#include "agent/error.hpp"
+#include "agent/wire/error.hpp"
 #include "launcher/host_list.hpp"
 #include "tests/support/usage_error.hpp"
 

@@ -8,7 +8,7 @@
 
 #include <unistd.h>
 
-#include "agent/error.hpp"
+#include "agent/wire/error.hpp"
 #include "hvrun/version.hpp"
 #include "launcher/launch_options.hpp"
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/error.hpp"
+#include "agent/wire/error.hpp"
 #include "launcher/ip_subnet.hpp"
 #include "launcher/mpirun_command.hpp"
 #include "launcher/shell_quote.hpp"

@@ -8,7 +8,7 @@
 #include <functional>
 #include <thread>
 
-#include "agent/error.hpp"
+#include "agent/wire/error.hpp"
 #include "hvrun/communicator.hpp"
 #include "collectives/store_client.hpp"
 #include "tests/support/served_store.hpp"

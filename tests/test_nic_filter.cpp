@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/error.hpp"
+#include "agent/wire/error.hpp"
 #include "launcher/ip_subnet.hpp"
 #include "launcher/nic_filter.hpp"
 

@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/error.hpp"
+#include "agent/wire/error.hpp"
 #include "launcher/nic_selector.hpp"
 #include "tests/support/nic_lab.hpp"
 

@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "launcher/openssh_config.hpp"
+#include "launcher/ssh/openssh_config.hpp"
 #include "tests/support/usage_error.hpp"
 
 using namespace std::chrono_literals;

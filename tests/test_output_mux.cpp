@@ -7,7 +7,7 @@
 #include <regex>
 #include <sstream>
 
-#include "agent/error.hpp"
+#include "agent/wire/error.hpp"
 #include "launcher/output_mux.hpp"
 
 using namespace hvrun;

@@ -10,8 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "agent/frame_codec.hpp"
-#include "agent/job_secret.hpp"
+#include "agent/wire/frame_codec.hpp"
+#include "agent/wire/job_secret.hpp"
 #include "agent/probe_listener.hpp"
 #include "agent/prober.hpp"
 

@@ -4,7 +4,7 @@
 #include <set>
 #include <string>
 
-#include "agent/error.hpp"
+#include "agent/wire/error.hpp"
 #include "launcher/rank_env.hpp"
 
 using Env = std::map<std::string, std::string>;

@@ -10,7 +10,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "agent/error.hpp"
+#include "agent/wire/error.hpp"
 #include "launcher/launch_options.hpp"
 #include "tests/support/child_process.hpp"
 #include "tests/support/lab.hpp"

@@ -7,7 +7,7 @@
 #include <map>
 #include <sstream>
 
-#include "agent/error.hpp"
+#include "agent/wire/error.hpp"
 #include "launcher/launcher_choice.hpp"
 #include "launcher/slurm_allocation.hpp"
 #include "launcher/slurm_host_list.hpp"

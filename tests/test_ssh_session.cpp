@@ -13,8 +13,8 @@
 #include <random>
 #include <thread>
 
-#include "launcher/ssh_session.hpp"
-#include "agent/unique_fd.hpp"
+#include "launcher/ssh/ssh_session.hpp"
+#include "agent/wire/unique_fd.hpp"
 #include "tests/sshd_fixture.hpp"
 
 using namespace std::chrono_literals;

@@ -28,10 +28,10 @@ inline void expect(bool ok, const std::string& what) {
   if (!ok) throw InvariantViolation("fuzz invariant broken: " + what);
 }
 
-// agent/frame_codec.hpp's FrameDecoder fed in seeded chunkings, and decode_output
-// (agent/control_message.hpp). Input: 4 seed bytes, then the byte stream.
+// agent/wire/frame_codec.hpp's FrameDecoder fed in seeded chunkings, and decode_output
+// (agent/wire/control_message.hpp). Input: 4 seed bytes, then the byte stream.
 void frame_decoder(std::string_view input);
-// agent/control_message.hpp's decode_control on the whole input.
+// agent/wire/control_message.hpp's decode_control on the whole input.
 void control_message(std::string_view input);
 // launcher/host_list.hpp's parse_host_list on the whole input (one -H value).
 void host_list(std::string_view input);
@@ -41,7 +41,7 @@ void hostfile(std::string_view input);
 void nic_filter(std::string_view input);
 // launcher/slurm_host_list.hpp: the first line as a host list, the rest as task counts.
 void slurm_lists(std::string_view input);
-// agent/store_protocol.hpp's store::decode on the whole input (one store frame's payload).
+// agent/wire/store_protocol.hpp's store::decode on the whole input (one store frame's payload).
 void store_protocol(std::string_view input);
 
 struct Target {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/error.hpp"
+#include "agent/wire/error.hpp"
 #include "launcher/host_list.hpp"
 #include "tests/fuzz/fuzz_entries.hpp"
 

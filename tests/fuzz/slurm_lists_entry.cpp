@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/error.hpp"
+#include "agent/wire/error.hpp"
 #include "launcher/slurm_host_list.hpp"
 #include "tests/fuzz/fuzz_entries.hpp"
 

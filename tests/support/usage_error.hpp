@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "agent/error.hpp"
+#include "agent/wire/error.hpp"
 
 namespace hvrun::test {
 

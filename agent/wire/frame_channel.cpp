@@ -1,4 +1,4 @@
-#include "agent/frame_channel.hpp"
+#include "agent/wire/frame_channel.hpp"
 
 #include <utility>  // before Asio: docs/DESIGN.md §8
 #include <boost/asio/io_context.hpp>
@@ -7,7 +7,7 @@
 #include <deque>
 #include <vector>
 
-#include "agent/error.hpp"
+#include "agent/wire/error.hpp"
 
 namespace hvrun {
 

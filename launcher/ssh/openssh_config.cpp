@@ -1,4 +1,4 @@
-#include "launcher/openssh_config.hpp"
+#include "launcher/ssh/openssh_config.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -14,9 +14,9 @@
 #include <cstring>
 #include <map>
 
-#include "agent/duration_text.hpp"
-#include "agent/error.hpp"
-#include "agent/unique_fd.hpp"
+#include "agent/wire/duration_text.hpp"
+#include "agent/wire/error.hpp"
+#include "agent/wire/unique_fd.hpp"
 #include "launcher/shell_quote.hpp"
 
 extern char** environ;

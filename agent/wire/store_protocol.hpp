@@ -1,7 +1,7 @@
 #pragma once
 // The rendezvous store's wire protocol, shared by StoreServer (agent/) and StoreClient (collectives/).
 //
-// Transport: frames of agent/frame_codec.hpp with FrameType::kStore; each frame holds one StoreMessage
+// Transport: frames of agent/wire/frame_codec.hpp with FrameType::kStore; each frame holds one StoreMessage
 // in a compact binary layout (big-endian integers, length-prefixed byte strings, no nesting, so a
 // decoder needs no recursion and every length is checked against what is left of the frame):
 //

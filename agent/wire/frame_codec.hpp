@@ -2,7 +2,7 @@
 // The wire format between launcher and agent (and any other hvrun peer): a 12-byte header
 // (magic "HVR1", version, type, reserved, big-endian payload length) and the payload.
 // Control frames carry one JSON message; output frames carry raw bytes of a rank's stream; store frames
-// carry one binary message of the rendezvous store (store::Message, agent/store_protocol.hpp).
+// carry one binary message of the rendezvous store (store::Message, agent/wire/store_protocol.hpp).
 #include <cstddef>
 #include <cstdint>
 #include <optional>

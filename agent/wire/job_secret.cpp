@@ -1,4 +1,4 @@
-#include "agent/job_secret.hpp"
+#include "agent/wire/job_secret.hpp"
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -7,7 +7,7 @@
 
 #include <algorithm>
 
-#include "agent/error.hpp"
+#include "agent/wire/error.hpp"
 
 namespace hvrun {
 

@@ -20,8 +20,8 @@
 #include <optional>
 #include <string>
 
-#include "agent/error.hpp"
-#include "launcher/ssh_exec.hpp"
+#include "agent/wire/error.hpp"
+#include "launcher/ssh/ssh_exec.hpp"
 
 namespace hvrun {
 

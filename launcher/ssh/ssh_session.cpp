@@ -1,4 +1,4 @@
-#include "launcher/ssh_session.hpp"
+#include "launcher/ssh/ssh_session.hpp"
 
 #include <fcntl.h>
 #include <libssh/sftp.h>
@@ -18,9 +18,9 @@
 #include <thread>
 #include <vector>
 
-#include "launcher/openssh_config.hpp"
-#include "launcher/ssh_core.hpp"
-#include "launcher/tcp_dial.hpp"
+#include "launcher/ssh/openssh_config.hpp"
+#include "launcher/ssh/ssh_core.hpp"
+#include "launcher/ssh/tcp_dial.hpp"
 
 namespace hvrun {
 

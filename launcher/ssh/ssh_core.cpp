@@ -1,4 +1,4 @@
-#include "launcher/ssh_core.hpp"
+#include "launcher/ssh/ssh_core.hpp"
 
 #include <spdlog/spdlog.h>
 #include <sys/eventfd.h>

@@ -1,4 +1,4 @@
-#include "launcher/ssh_exec.hpp"
+#include "launcher/ssh/ssh_exec.hpp"
 
 #include <libssh/server.h>  // ssh_send_keepalive (client-side too, despite the header)
 #include <poll.h>
@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "launcher/ssh_core.hpp"
+#include "launcher/ssh/ssh_core.hpp"
 
 namespace hvrun {
 

@@ -1,4 +1,4 @@
-#include "agent/interface_list.hpp"
+#include "agent/wire/interface_list.hpp"
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
@@ -13,7 +13,7 @@
 #include <fstream>
 #include <memory>
 
-#include "agent/error.hpp"
+#include "agent/wire/error.hpp"
 
 namespace hvrun {
 

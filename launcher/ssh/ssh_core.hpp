@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "launcher/ssh_session.hpp"
-#include "agent/unique_fd.hpp"
+#include "launcher/ssh/ssh_session.hpp"
+#include "agent/wire/unique_fd.hpp"
 
 namespace hvrun::ssh_detail {
 

@@ -7,8 +7,8 @@
 #include <string>
 #include <string_view>
 
-#include "agent/frame_codec.hpp"
-#include "agent/unique_fd.hpp"
+#include "agent/wire/frame_codec.hpp"
+#include "agent/wire/unique_fd.hpp"
 
 namespace boost::asio {
 class io_context;

@@ -1,11 +1,11 @@
-#include "agent/store_protocol.hpp"
+#include "agent/wire/store_protocol.hpp"
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 
-#include "agent/error.hpp"
+#include "agent/wire/error.hpp"
 
 namespace hvrun::store {
 

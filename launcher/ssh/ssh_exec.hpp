@@ -1,5 +1,5 @@
 #pragma once
-// A remote command bridged to a local socketpair, made by SshSession::exec (launcher/ssh_session.hpp).
+// A remote command bridged to a local socketpair, made by SshSession::exec (launcher/ssh/ssh_session.hpp).
 #include <chrono>
 #include <cstddef>
 #include <memory>

@@ -1,10 +1,10 @@
-#include "agent/unique_fd.hpp"
+#include "agent/wire/unique_fd.hpp"
 
 #include <fcntl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "agent/error.hpp"
+#include "agent/wire/error.hpp"
 
 namespace hvrun {
 

@@ -1,4 +1,4 @@
-#include "launcher/tcp_dial.hpp"
+#include "launcher/ssh/tcp_dial.hpp"
 
 #include <arpa/inet.h>
 #include <netdb.h>

@@ -8,7 +8,7 @@
 #include <variant>
 #include <vector>
 
-#include "agent/interface_list.hpp"
+#include "agent/wire/interface_list.hpp"
 
 namespace hvrun {
 

@@ -1,4 +1,4 @@
-#include "agent/error.hpp"
+#include "agent/wire/error.hpp"
 
 #include <cerrno>
 #include <cstring>

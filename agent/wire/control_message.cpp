@@ -1,12 +1,12 @@
-#include "agent/control_message.hpp"
+#include "agent/wire/control_message.hpp"
 
 #include <climits>
 #include <cstdint>
 
 #include <nlohmann/json.hpp>
 
-#include "agent/error.hpp"
-#include "agent/json_bytes.hpp"
+#include "agent/wire/error.hpp"
+#include "agent/wire/json_bytes.hpp"
 
 namespace hvrun {
 

@@ -1,8 +1,8 @@
-#include "agent/json_bytes.hpp"
+#include "agent/wire/json_bytes.hpp"
 
 #include <openssl/evp.h>
 
-#include "agent/error.hpp"
+#include "agent/wire/error.hpp"
 
 namespace hvrun {
 

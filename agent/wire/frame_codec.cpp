@@ -1,6 +1,6 @@
-#include "agent/frame_codec.hpp"
+#include "agent/wire/frame_codec.hpp"
 
-#include "agent/error.hpp"
+#include "agent/wire/error.hpp"
 
 namespace hvrun {
 
