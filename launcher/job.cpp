@@ -13,11 +13,7 @@
 #include <cstring>
 #include <iostream>
 #include <algorithm>
-#include <mutex>
 #include <optional>
-#include <set>
-#include <tuple>
-#include <thread>
 #include <spdlog/spdlog.h>
 
 #include "agent/wire/control_message.hpp"
@@ -38,9 +34,12 @@
 #include "launcher/mpirun_process.hpp"
 #include "launcher/nic_filter.hpp"
 #include "launcher/nic_selector.hpp"
-#include "launcher/agent_starter.hpp"
+#include "launcher/connector.hpp"
+#include "launcher/dry_run.hpp"
+#include "launcher/env_policy.hpp"
 #include "launcher/probe_peers.hpp"
 #include "launcher/probe_retry.hpp"
+#include "launcher/probe_round.hpp"
 #include "launcher/same_host.hpp"
 #include "launcher/start_progress.hpp"
 #include "launcher/status_line.hpp"
@@ -49,8 +48,6 @@
 #include "launcher/output_mux.hpp"
 #include "launcher/rank_env.hpp"
 #include "launcher/rank_plan.hpp"
-
-extern char** environ;
 
 namespace hvrun {
 
@@ -66,34 +63,6 @@ constexpr milliseconds kShutdownTimeout{2000};
 // How long a rank failure report waits for the rank output before it to be written.
 constexpr milliseconds kReportDrainTimeout{500};
 constexpr milliseconds kProbeSlack{2000};
-
-std::map<std::string, std::string> launcher_environment() {
-  std::map<std::string, std::string> env;
-  for (char** e = environ; *e != nullptr; ++e) {
-    std::string_view kv(*e);
-    const auto eq = kv.find('=');
-    if (eq == std::string_view::npos || eq == 0) continue;
-    env.emplace(std::string(kv.substr(0, eq)), std::string(kv.substr(eq + 1)));
-  }
-  return env;
-}
-
-// What describes the launcher's own host or terminal, and would be wrong on another host: left out
-// of the environment that remote ranks inherit (README lists these).
-bool host_specific(const std::string& name) {
-  static const char* const exact[] = {"HOSTNAME", "PWD", "OLDPWD", "SHLVL", "DISPLAY", "TERM", "TERMCAP",
-                                      "COLORTERM", "COLUMNS", "LINES", "XAUTHORITY", "_"};
-  for (const char* e : exact)
-    if (name == e) return true;
-  for (const char* prefix : {"SSH_", "BASH_FUNC_", "TERM_", "WINDOWID", "XDG_SESSION_", "XDG_RUNTIME_DIR"})
-    if (name.rfind(prefix, 0) == 0) return true;
-  return false;
-}
-
-std::map<std::string, std::string> without_host_specific(std::map<std::string, std::string> env) {
-  std::erase_if(env, [](const auto& kv) { return host_specific(kv.first); });
-  return env;
-}
 
 std::string current_directory() {
   std::string buf(4096, '\0');
@@ -133,14 +102,6 @@ struct Job::Impl {
   // kRendezvous: NICs chosen, waiting for rank 0's agent to serve Horovod's rendezvous; no rank runs yet.
   enum class Phase { kStarting, kProbing, kRendezvous, kRunning, kStopping, kShuttingDown, kDone };
 
-  // Connection threads report here. They are detached (libssh cannot be interrupted in a connect),
-  // so a thread that finishes after the job is gone finds `impl` null and drops its agent, which
-  // closes its SSH session and with it the remote agent.
-  struct Mailbox {
-    std::mutex mutex;
-    Impl* impl = nullptr;
-  };
-
   explicit Impl(LaunchOptions o)
       : options(std::move(o)),
         plan(options.hosts, options.np, options.no_oversubscribe),
@@ -150,14 +111,8 @@ struct Job::Impl {
         progress_timer(io),
         secret(JobSecret::generate()) {}
 
-  ~Impl() {
-    std::lock_guard lock(mailbox->mutex);
-    mailbox->impl = nullptr;
-  }
-
   LaunchOptions options;
   RankPlan plan;
-  std::shared_ptr<Mailbox> mailbox = std::make_shared<Mailbox>();
   std::unique_ptr<StatusLine> status;
   asio::io_context io;
   asio::signal_set signals;
@@ -170,17 +125,8 @@ struct Job::Impl {
   std::unique_ptr<OutputMux> output;
   NicFilter filter;
   bool single_host = false;
-  std::vector<std::size_t> members;  // hosts with an agent, in order; index space of the probe data
-  std::vector<HostInventory> inventories;
-  std::vector<ProbeTarget> targets;
-  std::vector<ProbeResult> results;
-  std::size_t probes_expected = 0;
-  int probe_attempts = 0;  // rounds of probes sent (probe_retry.hpp)
-  std::vector<std::pair<std::size_t, std::size_t>> planned;  // (prober, index into targets)
-  std::vector<std::vector<std::size_t>> probers;  // per member, the members that probe it (probe_peers.hpp)
-  std::size_t probes_sent = 0;                    // every round's, for --verbose's timings
+  std::optional<ProbeRound> round;  // from probing on
   bool evaluation_pending = false;
-  std::vector<HostSelection> selections;
   std::chrono::steady_clock::time_point probe_started;
   std::chrono::milliseconds probe_ms{0};
   // When each phase ended, for --verbose: where a launch spends its time.
@@ -195,13 +141,17 @@ struct Job::Impl {
   std::string horovod_rendezvous_addr;  // empty when not served
   int horovod_rendezvous_port = 0;
   std::optional<std::vector<std::string>> mpirun;  // --mpi: the command line, once the NICs are chosen
+  std::unique_ptr<Connector> connector;  // last: destroyed first, so no late result reaches the job
 
   int run() {
     if (plan.oversubscribed() && !options.oversubscribe)
       spdlog::warn("hvrun: -np {} exceeds the {} slots of the host list; hosts run more ranks than slots "
                    "(use --no-oversubscribe to make this an error)",
                    plan.size(), plan.total_slots());
-    if (options.dry_run && !options.mpi) return dry_run();
+    if (options.dry_run && !options.mpi) {
+      print_dry_run(std::cout, plan, options, launcher_environment());
+      return kExitOk;
+    }
     filter = NicFilter::parse(options.network_interfaces);
     output = std::make_unique<OutputMux>(
         plan.size(), OutputOptions{options.output_filename, options.prefix_timestamp, 1, 2, 10},
@@ -279,10 +229,11 @@ struct Job::Impl {
     const bool any_remote = std::any_of(hosts.begin(), hosts.end(), [](const Host& h) { return !h.is_local; });
     if (any_remote) status = std::make_unique<StatusLine>(2);
     const std::string agent_path = default_agent_path();
-    {
-      std::lock_guard lock(mailbox->mutex);
-      mailbox->impl = this;
-    }
+    connector = std::make_unique<Connector>(
+        io, Connector::host_agent_starter(options, agent_path),
+        [this](std::size_t i, std::shared_ptr<HostAgent> agent, const std::string& error) {
+          on_connected(i, std::move(agent), error);
+        });
     for (std::size_t i = 0; i < hosts.size(); ++i) {
       Host& h = hosts[i];
       if (h.is_local) {
@@ -290,28 +241,12 @@ struct Job::Impl {
         attach(i, h.local->take_channel());
       } else {
         h.connecting = true;
-        connect_remote(i, agent_path);
+        connector->connect(i, h.name);
       }
     }
     send_heartbeats();
     show_progress();
     if (status) tick_progress(kNamePendingAfter);
-  }
-
-  // Start hosts[i]'s agent (SSH, --rsh-agent), on a thread of its own: all hosts connect at once.
-  void connect_remote(std::size_t i, const std::string& agent_path) {
-    std::thread([box = mailbox, options = options, host = hosts[i].name, agent_path, i] {
-      std::shared_ptr<HostAgent> agent;
-      std::string error;
-      try {
-        agent = start_host_agent(options, host, agent_path);
-      } catch (const std::exception& e) {
-        error = user_message(e, "starting the agent on " + host);
-      }
-      std::lock_guard lock(box->mutex);
-      if (box->impl == nullptr) return;
-      asio::post(box->impl->io, [impl = box->impl, i, agent, error] { impl->on_connected(i, agent, error); });
-    }).detach();
   }
 
   void on_connected(std::size_t i, std::shared_ptr<HostAgent> agent, const std::string& error) {
@@ -463,6 +398,8 @@ struct Job::Impl {
   void probe() {
     phase = Phase::kProbing;
     // Only hosts with an agent take part; under --check-only the others are reported as SSH failures.
+    std::vector<std::size_t> members;
+    std::vector<HostInventory> inventories;
     for (std::size_t i = 0; i < hosts.size(); ++i) {
       if (!hosts[i].hello || !hosts[i].ready) continue;
       members.push_back(i);
@@ -470,8 +407,9 @@ struct Job::Impl {
     }
     // Every host in the list is this machine (`-H localhost:2,127.0.0.1:2`): loopback is the NIC.
     single_host = std::all_of(hosts.begin(), hosts.end(), [](const Host& h) { return h.is_local; });
+    const std::size_t peers = probe_peer_count(options.probe_peers, options.check_only);
     try {
-      targets = probe_targets(inventories, filter, single_host);
+      round.emplace(std::move(members), std::move(inventories), filter, single_host, peers, !options.check_only);
     } catch (const UsageError& e) {
       exit_code = kExitUsage;
       failure_reported = true;
@@ -479,25 +417,20 @@ struct Job::Impl {
       return shut_down();
     }
     probe_started = std::chrono::steady_clock::now();
-    const std::size_t peers = probe_peer_count(options.probe_peers, options.check_only);
-    probers = choose_probe_peers(inventories, targets, peers, 0);
-    for (const std::size_t ti : probe_order(inventories, targets, filter, single_host))
-      for (const std::size_t m : probers[targets[ti].host]) planned.emplace_back(m, ti);
-    probes_expected = planned.size();
-    probe_attempts = 1;
-    spdlog::info("hvrun: probing {} addresses of {} hosts ({})", probes_expected, hosts.size(),
-                 peers == 0 || members.size() <= peers + 1 ? std::string("every pair")
-                                                           : "each host from " + std::to_string(peers) + "+ peers");
-    send_probes(planned, options.probe_timeout);
-    if (probes_expected == 0) decide();
+    spdlog::info("hvrun: probing {} addresses of {} hosts ({})", round->planned().size(), hosts.size(),
+                 peers == 0 || round->members().size() <= peers + 1
+                     ? std::string("every pair")
+                     : "each host from " + std::to_string(peers) + "+ peers");
+    send_probes(round->planned(), options.probe_timeout);
+    if (round->planned().empty()) decide();
   }
 
-  // Sends each prober its share of `pairs` (prober, index into targets), in the order given.
-  void send_probes(const std::vector<std::pair<std::size_t, std::size_t>>& pairs, milliseconds timeout) {
+  // Sends each prober its share of `probes`, in the order given.
+  void send_probes(const std::vector<ProbeRound::Probe>& probes, milliseconds timeout) {
+    const auto& members = round->members();
     std::vector<ProbeRequestMsg> requests(members.size());
-    probes_sent += pairs.size();
-    for (const auto& [m, ti] : pairs) {
-      const ProbeTarget& t = targets[ti];
+    for (const auto& [m, ti] : probes) {
+      const ProbeTarget& t = round->targets()[ti];
       const Host& peer = hosts[members[t.host]];
       requests[m].targets.push_back(
           ProbeAddress{static_cast<int>(members[t.host]), t.iface, t.address, peer.hello->probe_port});
@@ -509,26 +442,6 @@ struct Job::Impl {
     }
     // Probes end by themselves within the timeout; the slack covers agents that are slow to say so.
     arm_deadline(timeout + kProbeSlack, [this] { decide(); });
-  }
-
-  // When some host has no usable NIC and probes towards it timed out, sends those again with a longer
-  // timeout (probe_retry.hpp) and returns true; false when there is nothing left to try.
-  bool retry_missed_probes() {
-    if (probe_attempts >= kMaxProbeAttempts) return false;
-    if (std::all_of(selections.begin(), selections.end(),
-                    [](const HostSelection& s) { return s.selected.has_value(); }))
-      return false;
-    const auto again = probes_to_retry(targets, results, selections);
-    if (again.empty()) return false;
-    std::set<std::tuple<std::size_t, std::size_t, std::string>> retried;
-    for (const auto& [m, ti] : again) retried.emplace(m, targets[ti].host, targets[ti].address);
-    std::erase_if(results, [&](const ProbeResult& r) { return retried.count({r.from, r.to, r.address}) > 0; });
-    ++probe_attempts;
-    const milliseconds timeout = attempt_timeout(options.probe_timeout, probe_attempts);
-    spdlog::info("hvrun: probing {} addresses again (attempt {} of {}, timeout {})", again.size(), probe_attempts,
-                 kMaxProbeAttempts, seconds_text(timeout));
-    send_probes(again, timeout);
-    return true;
   }
 
   void handle(std::size_t i, ProbeResultMsg m) {
@@ -544,55 +457,25 @@ struct Job::Impl {
     if (m.answered_as >= 0 && static_cast<std::size_t>(m.answered_as) < hosts.size())
       r.answered_as = hosts[static_cast<std::size_t>(m.answered_as)].name;
     r.elapsed = std::chrono::milliseconds(m.elapsed_ms);
-    results.push_back(std::move(r));
-    if (results.size() == probes_expected) return decide();
+    if (round->add(std::move(r))) return decide();
     if (!options.check_only && !evaluation_pending) {
       // Results come in bursts; judge once per burst.
       evaluation_pending = true;
       asio::post(io, [this] {
         evaluation_pending = false;
-        if (phase == Phase::kProbing && decision_is_final()) decide();
+        if (phase == Phase::kProbing && round->decision_is_final()) decide();
       });
     }
   }
 
-  // A launch need not wait for probes that cannot change its choice (a dropping NIC's timeout): the
-  // choice is final when it is the same whether every pending probe fails or succeeds. --check-only
-  // waits for all, since it reports every NIC.
-  bool decision_is_final() const {
-    std::set<std::tuple<std::size_t, std::size_t, std::string>> arrived;
-    for (const ProbeResult& r : results) arrived.emplace(r.from, r.to, r.address);
-    std::vector<ProbeResult> optimistic = results;
-    for (const auto& [from, t] : planned) {
-      const ProbeTarget& target = targets[t];
-      if (arrived.count({from, target.host, target.address})) continue;
-      ProbeResult ok;
-      ok.from = from;
-      ok.to = target.host;
-      ok.iface = target.iface;
-      ok.address = target.address;
-      ok.outcome = ProbeOutcome::kOk;
-      optimistic.push_back(std::move(ok));
-    }
-    const auto worst = select_nics(inventories, targets, results, filter, single_host, probers);
-    const auto best = select_nics(inventories, targets, optimistic, filter, single_host, probers);
-    for (std::size_t i = 0; i < worst.size(); ++i)
-      if (!worst[i].selected || !best[i].selected || !(*worst[i].selected == *best[i].selected)) return false;
-    return true;
-  }
-
   std::size_t member_of(std::size_t host) const {
-    const auto it = std::find(members.begin(), members.end(), host);
-    if (it == members.end()) throw ProtocolError(hosts[host].name + ": probe result about a host without an agent");
-    return static_cast<std::size_t>(it - members.begin());
+    const auto m = round->member_of(host);
+    if (!m) throw ProtocolError(hosts[host].name + ": probe result about a host without an agent");
+    return *m;
   }
 
   // The selection of hosts[i] (a host without an agent has none).
-  std::optional<NicChoice> choice_of(std::size_t i) const {
-    const auto it = std::find(members.begin(), members.end(), i);
-    if (it == members.end()) return std::nullopt;
-    return selections[static_cast<std::size_t>(it - members.begin())].selected;
-  }
+  std::optional<NicChoice> choice_of(std::size_t i) const { return round ? round->choice_of(i) : std::nullopt; }
 
   static ProbeOutcome outcome_of(const std::string& word, const std::string& peer) {
     for (ProbeOutcome o : {ProbeOutcome::kOk, ProbeOutcome::kRefused, ProbeOutcome::kTimeout,
@@ -604,8 +487,15 @@ struct Job::Impl {
   void decide() {
     if (phase != Phase::kProbing) return;
     deadline.cancel();
-    selections = select_nics(inventories, targets, results, filter, single_host, probers);
-    if (retry_missed_probes()) return;
+    round->decide();
+    // A probe is not a verdict: probes that timed out towards a host without a usable NIC go again
+    // (probe_retry.hpp), each attempt with a longer timeout.
+    if (const auto again = round->retry(); !again.empty()) {
+      const milliseconds timeout = attempt_timeout(options.probe_timeout, round->attempts());
+      spdlog::info("hvrun: probing {} addresses again (attempt {} of {}, timeout {})", again.size(),
+                   round->attempts(), kMaxProbeAttempts, seconds_text(timeout));
+      return send_probes(again, timeout);
+    }
     t_decided = Clock::now();
     probe_ms = std::chrono::duration_cast<std::chrono::milliseconds>(t_decided - probe_started);
     for (std::size_t i = 0; i < hosts.size(); ++i)
@@ -618,7 +508,7 @@ struct Job::Impl {
       exit_code = kExitLaunchFailed;
       std::string why = report().why_unusable();
       while (!why.empty() && why.back() == '\n') why.pop_back();
-      spdlog::error("hvrun: {}\nhvrun: gave up after {}", why, attempts_text(options.probe_timeout, probe_attempts));
+      spdlog::error("hvrun: {}\nhvrun: gave up after {}", why, attempts_text(options.probe_timeout, round->attempts()));
       return shut_down();
     }
     // --mpi: mpirun's processes need no Gloo rendezvous.
@@ -656,9 +546,9 @@ struct Job::Impl {
       const NicChoice c = *choice_of(i);
       in.hosts.push_back({hosts[i].name, plan.hosts()[hosts[i].plan_index].local_size, c.iface, c.address});
     }
-    in.shared_subnet = shared_ipv4_subnet(inventories, selections);
+    in.shared_subnet = shared_ipv4_subnet(round->inventories(), round->selections());
     in.known_hosts = known_hosts_for_mpirun();
-    for (const auto& [name, value] : without_host_specific(launcher_environment())) in.forwarded.push_back(name);
+    in.forwarded = EnvPolicy(launcher_environment(), options).forwarded_names();
     try {
       mpirun = mpirun_argv(in);
       spdlog::info("hvrun: --mpi: {}", shell_line(*mpirun));
@@ -684,8 +574,8 @@ struct Job::Impl {
         c.agent_version = h.hello->version;
         c.interfaces = h.hello->interfaces;
       }
-      const auto it = std::find(members.begin(), members.end(), i);
-      if (it != members.end()) c.selection = selections[static_cast<std::size_t>(it - members.begin())];
+      if (const auto m = round ? round->member_of(i) : std::nullopt; m && *m < round->selections().size())
+        c.selection = round->selections()[*m];
       in.hosts.push_back(std::move(c));
     }
     return CheckReport(std::move(in));
@@ -734,32 +624,20 @@ struct Job::Impl {
     return net;
   }
 
-  std::map<std::string, std::string> base_environment() const {
-    auto env = launcher_environment();
-    for (const auto& [name, value] : options.horovod_env) env[name] = value;
-    for (const auto& [name, value] : options.env) {
-      if (value) {
-        env[name] = *value;
-      } else if (!env.count(name)) {
-        spdlog::warn("hvrun: -x {}: not set in hvrun's environment, so not passed to the ranks", name);
-      }
-    }
-    return env;
-  }
-
   void launch() {
     const JobNetwork net = network();
-    const auto env = base_environment();
-    const auto remote_env = without_host_specific(env);
+    const EnvPolicy env(launcher_environment(), options);
+    for (const std::string& name : env.unset())
+      spdlog::warn("hvrun: -x {}: not set in hvrun's environment, so not passed to the ranks", name);
     const std::string cwd = current_directory();
-    const auto user = user_variables(options.env, launcher_environment());
+    const auto& user = env.user();
     std::vector<std::string> names;
-    for (const HostInventory& inv : inventories) names.push_back(inv.host);
-    if (const std::string line = user_nic_contradictions(user, names, selections); !line.empty())
+    for (const HostInventory& inv : round->inventories()) names.push_back(inv.host);
+    if (const std::string line = user_nic_contradictions(user, names, round->selections()); !line.empty())
       spdlog::warn("hvrun: {}", line);
     for (Host& h : hosts) {
       const HostPlan& hp = plan.hosts()[h.plan_index];
-      LaunchMsg m{h.name, cwd, options.command, h.is_local ? env : remote_env, {}};
+      LaunchMsg m{h.name, cwd, options.command, h.is_local ? env.local() : env.remote(), {}};
       for (int r = hp.first_rank; r < hp.first_rank + hp.local_size; ++r) {
         // The user's -x wins over the rank contract (README, The rank environment).
         auto rank_env = rank_environment(plan.rank(r), net);
@@ -1042,43 +920,8 @@ struct Job::Impl {
     spdlog::info("hvrun: timings: connect {}, agents up {}, probe {}, probes sent {}, launch to first output {}, "
                  "ranks ran {}, teardown {}, total {}",
                  any_remote ? since(t_start, t_connected) : std::string("local"), since(t_start, t_agents_up),
-                 since(t_agents_up, t_decided), probes_sent, since(t_decided, t_first_output), since(t_decided, t_ranks_done),
+                 since(t_agents_up, t_decided), round ? round->probes_sent() : 0, since(t_decided, t_first_output), since(t_decided, t_ranks_done),
                  since(t_ranks_done, Clock::now()), since(t_start, Clock::now()));
-  }
-
-  // ---- dry run -----------------------------------------------------------------------------------
-
-  int dry_run() {
-    std::cout << "# hvrun dry run: " << plan.size() << " ranks on " << plan.hosts().size() << " hosts\n";
-    JobNetwork net;
-    for (const auto& hp : plan.hosts()) {
-      std::cout << "# host " << hp.host << ": slots " << hp.slots;
-      if (hp.local_size > 0)
-        std::cout << ", ranks " << hp.first_rank << "-" << hp.first_rank + hp.local_size - 1 << "\n";
-      else
-        std::cout << ", no ranks\n";
-      net.hosts.push_back(HostNetwork{hp.host, "<chosen at launch>", "<chosen at launch>"});
-    }
-    net.master_addr = "<rank 0's host's address>";
-    net.horovod_rendezvous_addr = net.master_addr;
-    std::cout << "# command:";
-    for (const auto& a : options.command) std::cout << ' ' << a;
-    std::cout << "\n";
-    const auto user = user_variables(options.env, launcher_environment());
-    for (int r = 0; r < plan.size(); ++r) {
-      auto rank_env = rank_environment(plan.rank(r), net);
-      apply_user_variables(rank_env, user);
-      for (const auto& [k, v] : rank_env) {
-        const bool port_picked_later =
-            (k == "MASTER_PORT" || k == "HOROVOD_GLOO_RENDEZVOUS_PORT") && !user.count(k);
-        std::cout << '[' << r << "] " << k << '=' << (port_picked_later ? "<free port picked at launch>" : v) << "\n";
-      }
-    }
-    for (const auto& [name, value] : options.horovod_env)
-      std::cout << "# " << name << '=' << value << " (horovodrun's flags)\n";
-    for (const auto& [name, value] : options.env)
-      std::cout << "# -x " << name << (value ? "=" + *value : std::string(" (from hvrun's environment)")) << "\n";
-    return kExitOk;
   }
 };
 

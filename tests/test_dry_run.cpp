@@ -1,0 +1,38 @@
+// --dry-run's output (launcher/dry_run.hpp), without the binary: the plan, placeholders for what only a
+// launch knows, -x over the contract, and the environment flags. (That it starts nothing is
+// test_local_launch.cpp's.)
+#include <catch2/catch.hpp>
+
+#include <sstream>
+
+#include "launcher/dry_run.hpp"
+
+TEST_CASE("dry run: plan, placeholders for the launch's choices, -x over the contract, the flags", "[dry_run]") {
+  hvrun::LaunchOptions o;
+  o.hosts = {{"a", 2}, {"b", 1}, {"c", 4}};
+  o.command = {"python3", "train.py", "--lr", "0.1"};
+  o.horovod_env = {{"HOROVOD_CYCLE_TIME", "5"}};
+  o.env = {{"MASTER_PORT", "29500"}, {"DATA", std::nullopt}, {"UNSET_ONE", std::nullopt}};
+  const hvrun::RankPlan plan(o.hosts, 3, false);
+  std::ostringstream out;
+  hvrun::print_dry_run(out, plan, o, {{"DATA", "/data"}, {"PATH", "/bin"}});
+  const std::string text = out.str();
+  INFO(text);
+  CHECK_THAT(text, Catch::StartsWith("# hvrun dry run: 3 ranks on 3 hosts\n"
+                                     "# host a: slots 2, ranks 0-1\n"
+                                     "# host b: slots 1, ranks 2-2\n"
+                                     "# host c: slots 4, no ranks\n"
+                                     "# command: python3 train.py --lr 0.1\n"));
+  CHECK_THAT(text, Catch::Contains("[2] HVRUN_RANK=2\n"));
+  CHECK_THAT(text, Catch::Contains("[2] HVRUN_IFACE=<chosen at launch>\n"));
+  CHECK_THAT(text, Catch::Contains("[0] MASTER_ADDR=<rank 0's host's address>\n"));
+  CHECK_THAT(text, Catch::Contains("[1] MASTER_PORT=29500\n"));  // -x wins, so no placeholder
+  CHECK_THAT(text, Catch::Contains("[1] HOROVOD_GLOO_RENDEZVOUS_PORT=<free port picked at launch>\n"));
+  CHECK_THAT(text, Catch::Contains("[0] DATA=/data\n"));
+  CHECK_THAT(text, !Catch::Contains("UNSET_ONE="));
+  CHECK_THAT(text, !Catch::Contains("PATH="));  // hvrun's environment is not the contract
+  CHECK_THAT(text, Catch::EndsWith("# HOROVOD_CYCLE_TIME=5 (horovodrun's flags)\n"
+                                   "# -x MASTER_PORT=29500\n"
+                                   "# -x DATA (from hvrun's environment)\n"
+                                   "# -x UNSET_ONE (from hvrun's environment)\n"));
+}

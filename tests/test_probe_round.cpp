@@ -1,0 +1,168 @@
+// The probe round (launcher/probe_round.hpp) on the synthetic trap lab: what it plans, when its
+// decision is final, what it decides, and which probes it sends again.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "agent/wire/error.hpp"
+#include "launcher/probe_retry.hpp"
+#include "launcher/probe_round.hpp"
+#include "tests/support/nic_lab.hpp"
+
+using hvrun::ProbeOutcome;
+using hvrun::ProbeResult;
+using hvrun::ProbeRound;
+using hvrun::ProbeTarget;
+using hvrun::test::fabric_name;
+using hvrun::test::lab_hosts;
+using hvrun::test::lab_probe;
+
+namespace {
+
+std::vector<std::size_t> first_members(std::size_t n) {
+  std::vector<std::size_t> m(n);
+  for (std::size_t i = 0; i < n; ++i) m[i] = i;
+  return m;
+}
+
+// The lab's answers to `probes` of the round, as its agents would send them.
+std::vector<ProbeResult> answers(const ProbeRound& round, const std::vector<ProbeRound::Probe>& probes,
+                                 const hvrun::test::ProbeOverride& override = {}) {
+  const auto all = lab_probe(round.inventories(), round.targets(), override);
+  std::vector<ProbeResult> out;
+  for (const auto& [from, ti] : probes) {
+    const ProbeTarget& t = round.targets()[ti];
+    const auto it = std::find_if(all.begin(), all.end(), [&](const ProbeResult& r) {
+      return r.from == from && r.to == t.host && r.address == t.address;
+    });
+    REQUIRE(it != all.end());
+    out.push_back(*it);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("probe round: all pairs planned, complete when every probe answered, the fabric chosen", "[probe_round]") {
+  ProbeRound round(first_members(4), lab_hosts(4), {}, false, 0, false);
+  // Every target from every other host: 4 hosts offering fabric (2 addresses), docker0, wlp5s0, eth9.
+  CHECK(round.targets().size() == 4 * 5);
+  CHECK(round.planned().size() == round.targets().size() * 3);
+  CHECK(round.probes_sent() == round.planned().size());
+  // The deciding probes first: every host's fabric NIC before any other NIC.
+  const std::size_t fabric_probes = 4 * 2 * 3;
+  for (std::size_t p = 0; p < fabric_probes; ++p) {
+    const ProbeTarget& t = round.targets()[round.planned()[p].second];
+    CHECK(t.iface == fabric_name(t.host));
+  }
+  const auto results = answers(round, round.planned());
+  for (std::size_t k = 0; k < results.size(); ++k) {
+    CHECK(round.add(results[k]) == (k + 1 == results.size()));
+    CHECK_FALSE(round.decision_is_final());  // --check-only waits for every result
+  }
+  round.decide();
+  REQUIRE(round.every_member_chosen());
+  for (std::size_t h = 0; h < 4; ++h) {
+    const auto c = round.choice_of(h);
+    REQUIRE(c);
+    CHECK(c->iface == fabric_name(h));
+    CHECK(c->address == "10.77.0." + std::to_string(10 + h));
+  }
+  CHECK(round.retry().empty());
+  CHECK(round.attempts() == 1);
+}
+
+TEST_CASE("probe round: a launch's decision is final once no pending probe can change it", "[probe_round]") {
+  ProbeRound round(first_members(4), lab_hosts(4), {}, false, 0, true);
+  const auto results = answers(round, round.planned());
+  auto is_fabric = [&](const ProbeResult& r) { return r.iface == fabric_name(r.to); };
+  CHECK_FALSE(round.decision_is_final());
+  // Every fabric answer but a's probes of d: d's choice could still change.
+  for (const ProbeResult& r : results)
+    if (is_fabric(r) && !(r.from == 0 && r.to == 3)) round.add(r);
+  CHECK_FALSE(round.decision_is_final());
+  for (const ProbeResult& r : results)
+    if (is_fabric(r) && r.from == 0 && r.to == 3) round.add(r);
+  // docker0, wlp5s0 and the dropping eth9 are still out, and cannot beat the fabric NICs.
+  CHECK(round.decision_is_final());
+  round.decide();
+  CHECK(round.every_member_chosen());
+  CHECK(round.choice_of(3)->iface == fabric_name(3));
+}
+
+TEST_CASE("probe round: timeouts towards a host without a usable NIC are retried, then the round gives up",
+          "[probe_round]") {
+  // b's fabric drops everything (as eth9 does everywhere): b has no usable NIC.
+  const auto drop_b = [](std::size_t, const ProbeTarget& t) -> std::optional<ProbeOutcome> {
+    if (t.host == 1 && t.iface == fabric_name(1)) return ProbeOutcome::kTimeout;
+    return std::nullopt;
+  };
+  ProbeRound round(first_members(4), lab_hosts(4), {}, false, 0, true);
+  for (const ProbeResult& r : answers(round, round.planned(), drop_b)) round.add(r);
+  round.decide();
+  CHECK_FALSE(round.every_member_chosen());
+  CHECK_FALSE(round.choice_of(1));
+  CHECK(round.choice_of(0));
+  const std::size_t first = round.probes_sent();
+
+  std::vector<ProbeRound::Probe> again = round.retry();
+  // From each of b's 3 probers: b's 2 fabric addresses and eth9's address, the ones that timed out.
+  REQUIRE(again.size() == 9);
+  for (const auto& [from, ti] : again) {
+    CHECK(round.targets()[ti].host == 1);
+    CHECK(from != 1);
+  }
+  CHECK(round.attempts() == 2);
+  CHECK(round.probes_sent() == first + 9);
+  // The second attempt also times out, the third does not come: kMaxProbeAttempts in all.
+  const auto second = answers(round, again, drop_b);
+  for (std::size_t k = 0; k < second.size(); ++k) CHECK(round.add(second[k]) == (k + 1 == second.size()));
+  round.decide();
+  again = round.retry();
+  CHECK(again.size() == 9);
+  CHECK(round.attempts() == hvrun::kMaxProbeAttempts);
+  for (const ProbeResult& r : answers(round, again, drop_b)) round.add(r);
+  round.decide();
+  CHECK(round.retry().empty());
+  CHECK_FALSE(round.choice_of(1));
+}
+
+TEST_CASE("probe round: a retry that gets through gives the host its NIC", "[probe_round]") {
+  bool dropping = true;
+  const auto drop_b = [&](std::size_t, const ProbeTarget& t) -> std::optional<ProbeOutcome> {
+    if (dropping && t.host == 1 && t.iface == fabric_name(1)) return ProbeOutcome::kTimeout;
+    return std::nullopt;
+  };
+  ProbeRound round(first_members(4), lab_hosts(4), {}, false, 0, true);
+  for (const ProbeResult& r : answers(round, round.planned(), drop_b)) round.add(r);
+  round.decide();
+  const auto again = round.retry();
+  REQUIRE_FALSE(again.empty());
+  dropping = false;  // the SYNs that were lost get through now
+  for (const ProbeResult& r : answers(round, again, drop_b)) round.add(r);
+  round.decide();
+  CHECK(round.every_member_chosen());
+  CHECK(round.choice_of(1)->iface == fabric_name(1));
+  CHECK(round.retry().empty());
+}
+
+TEST_CASE("probe round: members are the hosts with an agent; the filter's missing NICs are a usage error",
+          "[probe_round]") {
+  // --check-only where host 1 of 4 did not come up: the members are 0, 2, 3.
+  auto inventories = lab_hosts(4);
+  inventories.erase(inventories.begin() + 1);
+  ProbeRound round({0, 2, 3}, inventories, {}, false, 0, false);
+  CHECK(round.member_of(0) == 0u);
+  CHECK_FALSE(round.member_of(1));
+  CHECK(round.member_of(3) == 2u);
+  for (const ProbeResult& r : answers(round, round.planned())) round.add(r);
+  round.decide();
+  CHECK_FALSE(round.choice_of(1));
+  REQUIRE(round.choice_of(3));
+  CHECK(round.choice_of(3)->iface == fabric_name(3));  // inventory d's NIC, member 2
+
+  CHECK_THROWS_AS(ProbeRound(first_members(4), lab_hosts(4), hvrun::NicFilter::parse({"enp6s0"}), false, 0, false),
+                  hvrun::UsageError);
+}
