@@ -8,9 +8,11 @@
 # network, and neither root's ~/.ssh, /etc/hosts nor the root namespace's iptables are touched.
 #
 # Commands
-#   up N            create N hosts (2..64), start and verify their sshd. Fails with a clear message
-#                   if a lab with this prefix already exists (LAB_RECREATE=1: tear it down first).
-#                   If up fails half way it tears down what it made.
+#   up N            create N hosts (2..256), start and verify their sshd (LAB_SSHD=0: 2..1000 hosts,
+#                   no sshd). Fails with a clear message if a lab with this prefix already exists
+#                   (LAB_RECREATE=1: tear it down first). If up fails half way, or is interrupted
+#                   (Ctrl-C, SIGTERM), it tears down what it made. It raises, never lowers, the kernel
+#                   limits a lab of N hosts needs (see "Scale" below).
 #   down            remove every trace: sshd (by pidfile), any process left in the lab's namespaces,
 #                   the namespaces (and with them their iptables rules), /etc/netns entries, LAB_DIR.
 #                   Succeeds when nothing exists and after a half-finished up.
@@ -53,7 +55,11 @@
 #                   `pyenv init`, ~100 processes and a lock in ~/.pyenv/shims) would cost every
 #                   session about a second, and a session killed inside it can leave a stale lock.
 #                   0: ~/.bashrc runs for every ssh command.
-#   LAB_JOBS        hosts set up in parallel by up (default 4).
+#   LAB_JOBS        hosts set up in parallel by up (default 4); also bounds the parallel ssh-keygen
+#                   runs (4 x LAB_JOBS) and the parallel ssh checks of up's verification (4 x LAB_JOBS).
+#   LAB_SSHD        1 (default): an sshd per host. 0: none (no keys, no sshd; up to 1000 hosts): hosts
+#                   are reached by entering their namespaces (`exec`, or `nsenter --net=/run/netns/NS`
+#                   as an `hvrun --rsh-agent`); ssh-stop/ssh-start/rekey/hide-libs refuse such a lab.
 #   LAB_CONTAINER_VETHS  N (default 0, at most 500): each host also gets N container veths
 #                   vethc0..vethcN-1 enslaved to docker0 (with only an IPv6 link-local address, as
 #                   Docker leaves them; peers up in the switch ns), like a Docker or Kubernetes host.
@@ -66,8 +72,23 @@
 #           peer sits unattached in the switch ns) so it is UP with carrier, like Docker with a container.
 #   wlp5s0  192.168.77.A/24, up, peer in the switch ns attached to nothing: reaches nobody.
 #   eth9    10.88.0.A/24 on bridge br-drop; every host drops INPUT on eth9, so connects time out.
-#   MACs    02:4c:KK:00:00:II (KK 01 fabric, 02 wlp5s0, 03 eth9, 04 vethdk0; II = I in hex),
-#           docker0 02:42:00:00:00:II.
+#   MACs    02:4c:KK:00:HH:LL (KK 01 fabric, 02 wlp5s0, 03 eth9, 04 vethdk0; HHLL = I in hex),
+#           docker0 02:42:00:00:HH:LL.
+#   Above 245 hosts A no longer fits one byte: host I gets 10.77.H.L with H.L = A as a 16-bit number
+#   (A = 256 is 10.77.1.0), and the IPv4 subnets widen to /16 (10.77.0.0/16, 10.88.0.0/16,
+#   192.168.0.0/16 with wlp5s0 at 192.168.(77+H).L); up to 245 hosts every address is as above.
+#
+# Scale (labs of hundreds of hosts; scripts/bench_scale.sh runs 256 with sshd and 1000 without)
+#   - neighbour tables: one ARP and one NDP table serve every namespace; up raises gc_thresh1/2/3 to
+#     room for every host learning every other host on every segment (N x N x 8 + 1024 entries,
+#     x2 and x4 for thresh2/3). Nothing lowers them again (bench scripts restore theirs).
+#   - kernel.pid_max: raised to at least N x 64 (sshd, sessions, agents, their threads and ranks).
+#   - file descriptors: up raises its soft RLIMIT_NOFILE to the hard limit before starting sshd, so
+#     every session (and the agent and ranks it runs) may hold one connection per host.
+#   - the switch's bridges: Linux takes at most 1023 ports per bridge, hence the 1000-host bound.
+#   - up forks per host, in parallel (LAB_JOBS); a 256-host lab comes up in about a minute, a
+#     1000-host one (LAB_SSHD=0) in about two on 2 cores; down removes it in seconds (namespaces
+#     deleted in one `ip -batch`).
 set -euo pipefail
 if [[ ${LAB_TRACE:-0} == 1 ]]; then
   PS4='+ ${EPOCHREALTIME} '
@@ -85,8 +106,9 @@ LAB_RECREATE=${LAB_RECREATE:-0}
 LAB_SKIP_BASHRC=${LAB_SKIP_BASHRC:-1}
 LAB_JOBS=${LAB_JOBS:-4}
 LAB_CONTAINER_VETHS=${LAB_CONTAINER_VETHS:-0}
+LAB_SSHD=${LAB_SSHD:-1}
 
-readonly MAX_HOSTS=64
+readonly MAX_HOSTS=256 MAX_HOSTS_NO_SSHD=1000
 readonly SSHD_BIN=/usr/sbin/sshd
 readonly MARKER=.hvrun-lab
 readonly DOCKER_IF=docker0 DOCKER_PORT_IF=vethdk0 DOCKER_ADDR=172.17.0.1
@@ -122,6 +144,7 @@ validate_config() {
   fi
   [[ $LAB_IPV6 == [01] ]] || die "LAB_IPV6 must be 0 or 1"
   [[ $LAB_SKIP_BASHRC == [01] ]] || die "LAB_SKIP_BASHRC must be 0 or 1"
+  [[ $LAB_SSHD == [01] ]] || die "LAB_SSHD must be 0 or 1"
   [[ $LAB_SSHD_WAIT =~ ^[0-9]+$ ]] || die "LAB_SSHD_WAIT must be a number of seconds"
   [[ $LAB_LINK_WAIT =~ ^[0-9]+$ ]] || die "LAB_LINK_WAIT must be a number of seconds"
   uint_in "$LAB_JOBS" 1 64 || die "LAB_JOBS must be 1..64"
@@ -147,23 +170,33 @@ require_root() {
   fi
 }
 
-# ---- naming and addressing (tables filled without forking: this runs for up to 64 hosts) -------
+# ---- naming and addressing (tables filled without forking: this runs for up to 1000 hosts) -----
 
 HOST=() FIF=() FADDR=() F6ADDR=() DADDR=() WADDR=() HDIR=() UTS=()
+V4_LEN=24 # prefix length of the lab's IPv4 subnets: 24 up to 245 hosts, else 16 (see Addressing plan)
 
-nic_mac() { printf -v "$1" '02:4c:%02x:00:00:%02x' "$2" "$3"; } # var kind index
+nic_mac() { printf -v "$1" '02:4c:%02x:00:%02x:%02x' "$2" $(($3 >> 8)) $(($3 & 255)); } # var kind index
+
+# The IPv4 subnets as "a.b.c.0/len": /24 as always for labs of at most 245 hosts, /16 above.
+v4_subnet() { # NET (three octets)
+  if ((V4_LEN == 24)); then printf '%s.0/24' "$1"; else printf '%s.0.0/16' "${1%.*}"; fi
+}
 
 init_tables() { # N
-  local n=$1 i names
+  local n=$1 i a names dead_a dead_b
   read -r -a names <<<"$LAB_FABRIC_NAMES"
   ((${#names[@]} > 0)) || die "LAB_FABRIC_NAMES is empty"
+  V4_LEN=24
+  ((n + 10 <= 255)) || V4_LEN=16
+  dead_a=${DEAD_NET%.*} dead_b=${DEAD_NET##*.}
   for ((i = 0; i < n; i++)); do
+    a=$((10 + i))                          # the host's number in every subnet, 16 bits above 245 hosts
     HOST[i]=$LAB_PREFIX-h$i                # host name = namespace name
     FIF[i]=${names[i % ${#names[@]}]}      # fabric NIC name
-    FADDR[i]=$FABRIC_NET.$((10 + i))
-    F6ADDR[i]=$FABRIC6_NET:$((10 + i))
-    DADDR[i]=$DROP_NET.$((10 + i))
-    WADDR[i]=$DEAD_NET.$((10 + i))
+    FADDR[i]=${FABRIC_NET%.*}.$((${FABRIC_NET##*.} + (a >> 8))).$((a & 255))
+    F6ADDR[i]=$FABRIC6_NET:$a
+    DADDR[i]=${DROP_NET%.*}.$((${DROP_NET##*.} + (a >> 8))).$((a & 255))
+    WADDR[i]=$dead_a.$((dead_b + (a >> 8))).$((a & 255))
     HDIR[i]=$LAB_DIR/h$i
     UTS[i]=$LAB_DIR/uts/h$i
   done
@@ -349,6 +382,34 @@ size_neighbour_tables() { # N
   done
 }
 
+# Process and file limits of a lab of N hosts (up to 1000): each host runs its sshd, a session per
+# client, an agent with a few threads and its ranks, so kernel.pid_max (which also bounds threads;
+# 32768 on many machines) gets N x 64; up's own soft RLIMIT_NOFILE goes to the hard limit, inherited
+# by every sshd and so by every session, agent and rank on the lab (one connection per host each).
+size_process_limits() { # N
+  local n=$1 cur want=$(($1 * 64)) hard
+  cur=$(sysctl -n kernel.pid_max 2>/dev/null) || cur=0
+  if ((cur < want)); then sysctl -qw "kernel.pid_max=$want" || warn "could not raise kernel.pid_max to $want"; fi
+  hard=$(ulimit -Hn)
+  ulimit -Sn "$hard" 2>/dev/null || warn "could not raise the open-files limit to $hard"
+  if [[ $hard != unlimited ]] && ((hard < n * 4)); then
+    warn "open-files hard limit $hard is low for $n hosts (hvrun holds about 4 per host): raise it (ulimit -Hn, /etc/security/limits.conf)"
+  fi
+}
+
+# Runs at most LIMIT of the background jobs started between bounded_start calls: call before each `&`.
+BOUNDED_RUNNING=0
+bounded_start() { # LIMIT WHAT: waits for one job when LIMIT are running; dies naming WHAT if it failed
+  if ((BOUNDED_RUNNING >= $1)); then
+    wait -n || die "$2 failed"
+    BOUNDED_RUNNING=$((BOUNDED_RUNNING - 1))
+  fi
+  BOUNDED_RUNNING=$((BOUNDED_RUNNING + 1))
+}
+bounded_wait() { # WHAT: waits for every job bounded_start counted
+  for (( ; BOUNDED_RUNNING > 0; BOUNDED_RUNNING--)); do wait -n || die "$1 failed"; done
+}
+
 # ---- up ---------------------------------------------------------------------------------------
 
 write_sshd_config() { # I
@@ -406,7 +467,8 @@ write_state() { # N
     q LAB_SWITCH_NS "$SW_NS"
     q LAB_IPV6 "$LAB_IPV6"
     q LAB_SKIP_BASHRC "$LAB_SKIP_BASHRC"
-    q LAB_FABRIC_SUBNET "$FABRIC_NET.0/24"
+    q LAB_SSHD "$LAB_SSHD"
+    q LAB_FABRIC_SUBNET "$(v4_subnet "$FABRIC_NET")"
     q LAB_FABRIC_IFACES "${FIF[*]}"
     q LAB_FABRIC_ADDRS "${FADDR[*]}"
     if ((LAB_IPV6)); then
@@ -421,10 +483,10 @@ write_state() { # N
     q LAB_DOCKER_SUBNET 172.17.0.0/16
     q LAB_CONTAINER_VETHS "$LAB_CONTAINER_VETHS"
     q LAB_DEAD_IFACE "$DEAD_IF"
-    q LAB_DEAD_SUBNET "$DEAD_NET.0/24"
+    q LAB_DEAD_SUBNET "$(v4_subnet "$DEAD_NET")"
     q LAB_DEAD_ADDRS "${WADDR[*]}"
     q LAB_DROP_IFACE "$DROP_IF"
-    q LAB_DROP_SUBNET "$DROP_NET.0/24"
+    q LAB_DROP_SUBNET "$(v4_subnet "$DROP_NET")"
     q LAB_DROP_ADDRS "${DADDR[*]}"
   } >"$LAB_DIR/lab.env"
   unset -f q
@@ -458,7 +520,7 @@ known_hosts_text() { # N: known_hosts lines for the current host keys
 
 hosts_file_text() { # N
   local n=$1 i
-  echo "# hvrun test lab '$LAB_PREFIX': host names resolve to fabric addresses ($FABRIC_NET.0/24)"
+  echo "# hvrun test lab '$LAB_PREFIX': host names resolve to fabric addresses ($(v4_subnet "$FABRIC_NET"))"
   printf '127.0.0.1\tlocalhost\n'
   printf '::1\tlocalhost ip6-localhost ip6-loopback\n'
   printf 'ff02::1\tip6-allnodes\nff02::2\tip6-allrouters\n'
@@ -492,14 +554,14 @@ ipt_apply() { # I fragment
 host_ip_batch() { # I: ip -batch lines configuring host I's NICs
   local i=$1 f=${FIF[$1]} mac j
   echo "link set lo up"
-  echo "addr add ${FADDR[i]}/24 dev $f"
+  echo "addr add ${FADDR[i]}/$V4_LEN dev $f"
   if ((LAB_IPV6)); then echo "addr add ${F6ADDR[i]}/64 dev $f nodad"; fi
   echo "link set $f up"
-  echo "addr add ${WADDR[i]}/24 dev $DEAD_IF"
+  echo "addr add ${WADDR[i]}/$V4_LEN dev $DEAD_IF"
   echo "link set $DEAD_IF up"
-  echo "addr add ${DADDR[i]}/24 dev $DROP_IF"
+  echo "addr add ${DADDR[i]}/$V4_LEN dev $DROP_IF"
   echo "link set $DROP_IF up"
-  printf -v mac '02:42:00:00:00:%02x' "$i"
+  printf -v mac '02:42:00:00:%02x:%02x' $((i >> 8)) $((i & 255))
   echo "link add $DOCKER_IF address $mac type bridge"
   echo "link set $DOCKER_PORT_IF master $DOCKER_IF up"
   for ((j = 0; j < LAB_CONTAINER_VETHS; j++)); do echo "link set vethc$j master $DOCKER_IF up"; done
@@ -521,8 +583,10 @@ setup_host() { # I
   cp "$LAB_DIR/hosts" "/etc/netns/$ns/hosts"
   : >"${UTS[i]}"
   unshare --uts="${UTS[i]}" hostname "$ns"
-  write_sshd_config "$i"
-  start_sshd "$i"
+  if ((LAB_SSHD)); then
+    write_sshd_config "$i"
+    start_sshd "$i"
+  fi
 }
 
 UP_STARTED=0
@@ -537,8 +601,10 @@ on_up_exit() {
 }
 
 cmd_up() {
-  local n=${1:-}
-  uint_in "$n" 2 "$MAX_HOSTS" || die "usage: lab.sh up N   (N from 2 to $MAX_HOSTS)"
+  local n=${1:-} max=$MAX_HOSTS
+  ((LAB_SSHD)) || max=$MAX_HOSTS_NO_SSHD
+  uint_in "$n" 2 "$max" ||
+    die "usage: lab.sh up N   (N from 2 to $MAX_HOSTS; with LAB_SSHD=0 to $MAX_HOSTS_NO_SSHD)"
   require_root
   validate_fabric_names
   if lab_exists; then
@@ -551,10 +617,11 @@ cmd_up() {
   fi
   [[ -e $LAB_DIR ]] && die "$LAB_DIR exists but is not a lab directory; choose another LAB_DIR"
 
-  local t0 i j ns mac kind pids=()
+  local t0 i j ns mac pids=()
   t0=$(now_ms)
   init_tables "$n"
   size_neighbour_tables "$n"
+  size_process_limits "$n"
   UP_STARTED=1
   trap on_up_exit EXIT
   trap 'exit 130' INT TERM
@@ -564,19 +631,23 @@ cmd_up() {
   mkdir "$LAB_DIR/uts" "${HDIR[@]}"
   # sshd's privilege-separation directory (normally made by systemd); left in place by down.
   [[ -d /run/sshd ]] || install -d -m 755 /run/sshd
-  # Keys: the client identity and one host key per host, made in parallel.
-  ssh-keygen -q -t ed25519 -N '' -C "hvrun-lab-$LAB_PREFIX" -f "$LAB_DIR/id_ed25519" &
-  pids+=($!)
-  for ((i = 0; i < n; i++)); do
-    ssh-keygen -q -t ed25519 -N '' -C "${HOST[i]}" -f "${HDIR[i]}/ssh_host_ed25519_key" &
-    pids+=($!)
-  done
+  # Keys: the client identity and one host key per host, made in parallel (a bounded number at once).
+  if ((LAB_SSHD)); then
+    ssh-keygen -q -t ed25519 -N '' -C "hvrun-lab-$LAB_PREFIX" -f "$LAB_DIR/id_ed25519" &
+    BOUNDED_RUNNING=1
+    for ((i = 0; i < n; i++)); do
+      bounded_start $((LAB_JOBS * 4)) ssh-keygen
+      ssh-keygen -q -t ed25519 -N '' -C "${HOST[i]}" -f "${HDIR[i]}/ssh_host_ed25519_key" &
+    done
+  fi
   write_state "$n"
   write_ssh_client_config
 
-  # Namespaces.
-  ip netns add "$SW_NS"
-  for ((i = 0; i < n; i++)); do ip netns add "${HOST[i]}"; done
+  # Namespaces, in one ip process (one fork per namespace costs seconds at 1000 hosts).
+  {
+    echo "netns add $SW_NS"
+    for ((i = 0; i < n; i++)); do echo "netns add ${HOST[i]}"; done
+  } | ip -batch -
   if ((!LAB_IPV6)); then
     for ns in "$SW_NS" "${HOST[@]}"; do
       ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
@@ -620,22 +691,26 @@ cmd_up() {
   iptables_base >"$LAB_DIR/iptables.rules"
   hosts_file_text "$n" >"$LAB_DIR/hosts"
   mkdir -p /etc/netns
-  for kind in "${pids[@]}"; do wait "$kind" || die "ssh-keygen failed"; done
-  cp "$LAB_DIR/id_ed25519.pub" "$LAB_DIR/authorized_keys"
-  known_hosts_text "$n" >"$LAB_DIR/known_hosts"
-  local running=0
+  if ((LAB_SSHD)); then
+    bounded_wait ssh-keygen
+    cp "$LAB_DIR/id_ed25519.pub" "$LAB_DIR/authorized_keys"
+    known_hosts_text "$n" >"$LAB_DIR/known_hosts"
+  fi
   for ((i = 0; i < n; i++)); do
-    if ((running >= LAB_JOBS)); then
-      wait -n || die "setting up a host failed"
-      running=$((running - 1))
-    fi
+    bounded_start "$LAB_JOBS" "setting up a host"
     setup_host "$i" &
-    running=$((running + 1))
   done
-  for ((; running > 0; running--)); do wait -n || die "setting up a host failed"; done
+  bounded_wait "setting up a host"
   wait_links_running "$n"
   local t_links
   t_links=$(elapsed "$t0")
+  if ((!LAB_SSHD)); then
+    : >"$LAB_DIR/ready"
+    UP_DONE=1
+    log "up: $n hosts ${HOST[0]}..${HOST[n - 1]} ready in $t_links, no sshd (LAB_SSHD=0)"
+    log "use: eval \"\$(LAB_PREFIX=$LAB_PREFIX $LAB_SCRIPT_PATH env)\""
+    return 0
+  fi
   local all=()
   for ((i = 0; i < n; i++)); do all+=("$i"); done
   wait_listening "${all[@]}"
@@ -644,18 +719,22 @@ cmd_up() {
 
   # Verify from host 0: a shell command on host 1 prints host 1's name; every host accepts the
   # lab key (sftp subsystem: checks sshd and authentication without paying for a login shell).
-  local out bad=()
-  pids=()
-  for ((i = 0; i < n; i++)); do
-    in_host 0 ssh -F "$LAB_DIR/ssh_config" -s "${HOST[i]}" sftp </dev/null >/dev/null 2>"$LAB_DIR/verify.$i.err" &
-    pids+=($!)
-  done
+  # A bounded number at once: hundreds of simultaneous handshakes on a small machine would outlast
+  # the client's ConnectTimeout and fail the check for the machine's reason, not the lab's.
+  local out bad=() first
   out=$(in_host 0 ssh -F "$LAB_DIR/ssh_config" "${HOST[1]}" hostname </dev/null 2>"$LAB_DIR/verify.err") || true
-  for ((i = 0; i < n; i++)); do
-    if ! wait "${pids[i]}"; then
-      bad+=("$i")
-      warn "ssh from host 0 to ${HOST[i]} failed: $(tr '\n' ' ' <"$LAB_DIR/verify.$i.err"); sshd log: $(tail -n 3 "${HDIR[i]}/sshd.log")"
-    fi
+  for ((first = 0; first < n; first += LAB_JOBS * 4)); do
+    pids=()
+    for ((i = first; i < n && i < first + LAB_JOBS * 4; i++)); do
+      in_host 0 ssh -F "$LAB_DIR/ssh_config" -s "${HOST[i]}" sftp </dev/null >/dev/null 2>"$LAB_DIR/verify.$i.err" &
+      pids+=($!)
+    done
+    for ((i = first; i < n && i < first + LAB_JOBS * 4; i++)); do
+      if ! wait "${pids[i - first]}"; then
+        bad+=("$i")
+        warn "ssh from host 0 to ${HOST[i]} failed: $(tr '\n' ' ' <"$LAB_DIR/verify.$i.err"); sshd log: $(tail -n 3 "${HDIR[i]}/sshd.log")"
+      fi
+    done
   done
   if [[ $out != "${HOST[1]}" ]]; then
     bad+=(1)
@@ -672,35 +751,59 @@ cmd_up() {
 
 # ---- down -------------------------------------------------------------------------------------
 
+# Pids of the processes in the lab's network namespaces, one pass over /proc (`ip netns pids` per
+# namespace reads every process's namespace once per namespace: minutes at 1000 hosts).
+lab_pids() {
+  local ns inode
+  local -A lab_inode=()
+  for ns in $(lab_namespaces); do
+    inode=$(stat -L -c %i "/run/netns/$ns" 2>/dev/null) && lab_inode[$inode]=1
+  done
+  ((${#lab_inode[@]})) || return 0
+  # "/proc/PID/ns net:[INODE]" for every process
+  find /proc -mindepth 3 -maxdepth 3 -path '/proc/[0-9]*/ns/net' -printf '%h %l\n' 2>/dev/null |
+    while read -r d link; do
+      inode=${link#net:[}
+      inode=${inode%]}
+      if [[ $inode =~ ^[0-9]+$ && -n ${lab_inode[$inode]:-} ]]; then d=${d#/proc/}; printf '%s\n' "${d%/ns}"; fi
+    done
+}
+
 do_down() {
   local ns p d i f failed=0 pids=() namespaces
   # 1. sshd listeners, by pidfile (only if the pid is still our sshd).
   for d in "$LAB_DIR"/h*/; do
-    [[ -d $d ]] || continue
+    [[ -f $d/sshd.pid ]] || continue
     i=${d%/}
     i=${i##*/h}
     if [[ $i =~ ^[0-9]+$ ]]; then stop_sshd "$i"; fi
   done
   # 2. Anything still running inside the lab's namespaces (ssh sessions, agents, ranks).
-  namespaces=$(lab_namespaces)
-  for ns in $namespaces; do
-    for p in $(ip netns pids "$ns" 2>/dev/null); do
-      [[ $p != "$$" && $p != "$BASHPID" ]] && pids+=("$p")
-    done
+  for p in $(lab_pids); do
+    [[ $p != "$$" && $p != "$BASHPID" ]] && pids+=("$p")
   done
   ((${#pids[@]} == 0)) || terminate "${pids[@]}"
-  # 3. The namespaces; their interfaces, bridges and iptables rules go with them.
-  for ns in $namespaces; do
-    ip netns del "$ns" 2>/dev/null || { warn "could not delete namespace $ns"; failed=1; }
-  done
+  # 3. The namespaces; their interfaces, bridges and iptables rules go with them. One ip process for
+  # all; a namespace it could not delete is tried again alone, and named.
+  namespaces=$(lab_namespaces)
+  if [[ -n $namespaces ]]; then
+    # shellcheck disable=SC2086 # one name per word
+    printf 'netns del %s\n' $namespaces | ip -force -batch - 2>/dev/null || true
+    for ns in $(lab_namespaces); do
+      ip netns del "$ns" 2>/dev/null || { warn "could not delete namespace $ns"; failed=1; }
+    done
+  fi
   # 4. /etc/netns entries.
   for d in $(lab_etc_netns); do rm -rf -- "$d"; done
   rmdir /etc/netns 2>/dev/null || true
-  # 5. LAB_DIR (first unmount the persistent UTS namespace files).
+  # 5. LAB_DIR (first unmount the persistent UTS namespace files, read from one copy of the mounts).
   if [[ -d $LAB_DIR ]]; then
+    local m
+    local -A mounted=()
+    while read -r m; do mounted[$m]=1; done < <(awk '$3 == "nsfs" { print $2 }' /proc/self/mounts)
     for f in "$LAB_DIR"/uts/*; do
       [[ -e $f ]] || continue
-      if grep -qF " $f nsfs " /proc/self/mounts; then umount "$f" 2>/dev/null || umount -l "$f" || failed=1; fi
+      if [[ -n ${mounted[$f]:-} ]]; then umount "$f" 2>/dev/null || umount -l "$f" || failed=1; fi
     done
     if [[ -e $LAB_DIR/$MARKER ]]; then
       rm -rf --one-file-system -- "$LAB_DIR" || failed=1
@@ -787,14 +890,18 @@ cmd_oneway_clear() {
   log "oneway-clear: host $1 accepts everything again"
 }
 
+need_sshd() { ((LAB_SSHD)) || die "lab '$LAB_PREFIX' has no sshd (it was made with LAB_SSHD=0)"; }
+
 cmd_ssh_stop() {
   one_host ssh-stop "$@"
+  need_sshd
   stop_sshd "$1"
   log "ssh-stop: sshd of host $1 stopped"
 }
 
 cmd_ssh_start() {
   one_host ssh-start "$@"
+  need_sshd
   if sshd_pid "$1" >/dev/null; then
     log "ssh-start: sshd of host $1 already running"
     return 0
@@ -807,6 +914,7 @@ cmd_ssh_start() {
 cmd_hide_libs() {
   (($# >= 2)) || die "usage: lab.sh hide-libs I FILE..."
   load_state
+  need_sshd
   check_index "$1"
   local i=$1 f real files=()
   shift
@@ -823,6 +931,7 @@ cmd_hide_libs() {
 
 cmd_rekey() {
   one_host rekey "$@"
+  need_sshd
   local d=${HDIR[$1]} old new
   old=$(ssh-keygen -l -f "$d/ssh_host_ed25519_key.pub" | cut -d' ' -f2)
   stop_sshd "$1"
@@ -836,6 +945,7 @@ cmd_rekey() {
 
 cmd_known_hosts() {
   load_state
+  need_sshd
   known_hosts_text "$LAB_N"
 }
 

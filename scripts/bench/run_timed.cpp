@@ -9,7 +9,10 @@
 // RESULT_FILE gets one line: "wall_ms user_ms sys_ms maxrss_kb status", where user/sys/maxrss are
 // wait4's figures (the command and the children it waited for; maxrss is the largest of them) and
 // status is its exit code, 128+N for signal N, or 124 when it ran past TIMEOUT_S (then its whole
-// process group gets SIGKILL). run_timed exits with that status; 125 when it cannot run at all.
+// process group gets SIGKILL). A second line, "self_user_ms self_sys_ms", is the command's own CPU
+// without its children's (read from /proc/PID/stat while it is a zombie, before it is reaped; 10 ms
+// steps), e.g. hvrun's own against its local agent's, its ssh -G's and its --rsh-agent commands'.
+// run_timed exits with that status; 125 when it cannot run at all.
 //
 // Build: g++ -std=c++20 -O2 run_timed.cpp -o run_timed
 #include <signal.h>
@@ -22,6 +25,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
 
 namespace {
 
@@ -32,6 +38,25 @@ double now_ms() {
 }
 
 double tv_ms(const timeval& t) { return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_usec) / 1e3; }
+
+// utime and stime (fields 14 and 15 of /proc/PID/stat, after the command name in parentheses) in
+// milliseconds; -1 each when unreadable.
+void own_cpu_ms(pid_t pid, double& user, double& sys) {
+  user = sys = -1;
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(in, line)) return;
+  const auto close = line.rfind(')');
+  if (close == std::string::npos) return;
+  std::istringstream fields(line.substr(close + 2));  // from field 3 (state) on
+  std::string skip;
+  for (int i = 3; i < 14; ++i) fields >> skip;
+  long utime = 0, stime = 0;
+  if (!(fields >> utime >> stime)) return;
+  const double tick_ms = 1000.0 / static_cast<double>(sysconf(_SC_CLK_TCK));
+  user = static_cast<double>(utime) * tick_ms;
+  sys = static_cast<double>(stime) * tick_ms;
+}
 
 volatile sig_atomic_t timed_out = 0;
 pid_t child = -1;
@@ -79,12 +104,18 @@ int main(int argc, char** argv) {
   setpgid(child, child);  // also from here, so the alarm's kill(-child) finds the group
   alarm(static_cast<unsigned>(timeout_s));
 
+  // Wait without reaping first: the zombie's /proc/PID/stat still holds its own CPU times.
+  siginfo_t info{};
+  while (waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOWAIT) < 0 && errno == EINTR) {
+  }
+  const double wall = now_ms() - t0;
+  double self_user = -1, self_sys = -1;
+  own_cpu_ms(child, self_user, self_sys);
   int status = 0;
   rusage usage{};
   pid_t got;
   while ((got = wait4(child, &status, 0, &usage)) < 0 && errno == EINTR) {
   }
-  const double wall = now_ms() - t0;
   alarm(0);
   if (got < 0) {
     std::fprintf(stderr, "run_timed: wait4: %s\n", std::strerror(errno));
@@ -95,8 +126,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "run_timed: %s ran past %ld s; killed\n", argv[3], timeout_s);
     code = 124;
   }
-  std::fprintf(result, "%.1f %.1f %.1f %ld %d\n", wall, tv_ms(usage.ru_utime), tv_ms(usage.ru_stime), usage.ru_maxrss,
-               code);
+  std::fprintf(result, "%.1f %.1f %.1f %ld %d\n%.1f %.1f\n", wall, tv_ms(usage.ru_utime), tv_ms(usage.ru_stime),
+               usage.ru_maxrss, code, self_user, self_sys);
   std::fclose(result);
   return code;
 }

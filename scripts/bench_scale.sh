@@ -1,0 +1,297 @@
+#!/usr/bin/env bash
+# hvrun at scale (issue 14, point 3): launch, probe and teardown on a network-namespace lab
+# (scripts/lab.sh, traps in place: docker0 172.17.0.1 everywhere, wlp5s0 reaching nobody, eth9
+# dropping packets) of each size in BENCH_SCALE_HOSTS, every host with its own sshd, and on a lab of
+# BENCH_SCALE_SIM hosts without sshd whose agents hvrun starts with --rsh-agent
+# (scripts/bench/ns_rsh_agent.sh: ip netns exec into the host, no sshd). Root only. scripts/bench.sh
+# runs it after its own part; it also runs alone.
+#
+#   scripts/bench_scale.sh                                        # default: 8 32 64 over SSH, no simulation
+#   BENCH_SCALE_HOSTS="8 32 64 256" BENCH_SCALE_SIM=1000 scripts/bench_scale.sh   # the full run (~25 min)
+#
+# Each size: `lab.sh up N`, then BENCH_SCALE_REPS rounds of, interleaved,
+#   ssh  hvrun --verbose -p PORT -i KEY -H h0,h1,...,hN-1 true          (1 slot per host; h0 is local)
+#   rsh  hvrun --verbose --rsh-agent ns_rsh_agent.sh -H h0,...,hN-1 true  (same hosts, no SSH)
+# (the simulated size: rsh only), then one run of each whose ranks print their agent's VmHWM and
+# RssAnon (/proc/$PPID/status: a rank's parent is its agent), then `lab.sh down`. Every run starts on
+# lab host 0 under scripts/bench/run_timed: wall time fork to exit; hvrun's CPU with its children
+# (wait4: its local agent and ranks, `ssh -G` per host, and with --rsh-agent every agent, all of which
+# are its descendants) and without (its own utime+stime); peak RSS (wait4's: the largest of hvrun and
+# its children). From hvrun's --verbose timings: connect, agents up, probe, probes sent, teardown.
+# The 1-minute load average is taken before and after each size's runs: the figures of a shared
+# machine mean little without it.
+#
+# Environment
+#   BUILD_DIR          build directory with cmd/hvrun and cmd/hvrun-agent (default build/)
+#   BENCH_SCALE_HOSTS  lab sizes with sshd, 2..256 (default "8 32 64")
+#   BENCH_SCALE_SIM    simulated hosts over --rsh-agent, 2..1000; 0: none (default 0)
+#   BENCH_SCALE_REPS   rounds per size (default 3); figures are medians
+#   BENCH_SCALE_OUT    markdown file whose "## Scale" section is replaced (default docs/BENCHMARKS.md;
+#                      empty: print the table only)
+#   BENCH_TIMEOUT      seconds one run may take before it counts as failed (default 300)
+#   LAB_PREFIX         (default hvscale), LAB_PORT (default 2222)
+# Exit status: 0 when every run ran, 1 when some failed (their stderr is kept in $BENCH_FAIL_DIR,
+# default /tmp/hvrun-bench-scale-failed).
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${BUILD_DIR:-$root/build}
+[[ $build == /* ]] || build=$PWD/$build
+sizes=${BENCH_SCALE_HOSTS-8 32 64}
+sim=${BENCH_SCALE_SIM:-0}
+reps=${BENCH_SCALE_REPS:-3}
+out_md=${BENCH_SCALE_OUT-$root/docs/BENCHMARKS.md}
+run_timeout=${BENCH_TIMEOUT:-300}
+fail_dir=${BENCH_FAIL_DIR:-/tmp/hvrun-bench-scale-failed}
+export LAB_PREFIX=${LAB_PREFIX:-hvscale}
+unset LAB_DIR LAB_SSHD
+lab=$root/scripts/lab.sh
+rsh=$root/scripts/bench/ns_rsh_agent.sh
+section="## Scale: 8 to 256 lab hosts, 1,000 simulated (issue 14, point 3)"
+
+say() { printf 'bench_scale: %s\n' "$*" >&2; }
+die() { printf 'bench_scale: error: %s\n' "$*" >&2; exit 1; }
+calc() { awk "BEGIN { $1 }"; }
+
+[[ $(id -u) -eq 0 ]] || die "must run as root (the lab uses network namespaces)"
+[[ $reps =~ ^[1-9][0-9]*$ ]] || die "BENCH_SCALE_REPS '$reps' must be a positive number"
+for n in $sizes; do
+  if ! [[ $n =~ ^[0-9]+$ ]] || ((n < 2 || n > 256)); then die "BENCH_SCALE_HOSTS: '$n' is not a host count from 2 to 256"; fi
+done
+if ! [[ $sim =~ ^[0-9]+$ ]] || ((sim == 1 || sim > 1000)); then die "BENCH_SCALE_SIM '$sim' must be 0 or 2..1000"; fi
+# shellcheck source=lib/packages.sh
+source "$root/scripts/lib/packages.sh"
+ensure_packages bench_scale.sh g++ openssh-server openssh-client iproute2 iptables procps util-linux coreutils
+hvrun=$build/cmd/hvrun
+[[ -x $hvrun && -x $build/cmd/hvrun-agent ]] || die "hvrun is not built in $build (scripts/setup.sh)"
+
+work=$(mktemp -d /tmp/hvrun-bench-scale.XXXXXX)
+home=$work/home
+neigh_keys=() neigh_old=()
+cleanup() {
+  local rc=$? i
+  "$lab" down >/dev/null 2>&1 || say "warning: '$lab down' failed; run LAB_PREFIX=$LAB_PREFIX $lab down"
+  for i in "${!neigh_keys[@]}"; do sysctl -qw "${neigh_keys[i]}=${neigh_old[i]}" || true; done
+  rm -rf "$work"
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT # Ctrl-C: the EXIT trap tears the lab down
+trap 'exit 143' TERM
+timer=$work/run_timed
+g++ -std=c++20 -O2 "$root/scripts/bench/run_timed.cpp" -o "$timer" || die "cannot compile run_timed"
+# lab.sh raises the kernel's shared neighbour tables and pid_max and never lowers them: restored on exit.
+for key in net.ipv4.neigh.default.gc_thresh{1,2,3} net.ipv6.neigh.default.gc_thresh{1,2,3} kernel.pid_max; do
+  old=$(sysctl -n "$key" 2>/dev/null) || continue
+  neigh_keys+=("$key") neigh_old+=("$old")
+done
+# hvrun holds about 4 descriptors per host (its channel, the command's stderr, a wake-up pipe).
+ulimit -Sn "$(ulimit -Hn)"
+
+metrics=$work/metrics.tsv # KEY<TAB>VALUE
+: >"$metrics"
+failures=0
+put() { printf '%s\t%s\n' "$1" "$2" >>"$metrics"; }
+load1() { cut -d' ' -f1 /proc/loadavg; }
+
+# One hvrun run on lab host 0: TAG KEY N WAY CMD...; records KEY.{wall,cpu,self,rss,connect,...}.
+run_hvrun() {
+  local tag=$1 key=$2 n=$3 way=$4 f=$work/$1 list i line v name
+  shift 4
+  list=${H[0]}
+  for ((i = 1; i < n; i++)); do list+=",${H[i]}"; done
+  local args=(--verbose -H "$list")
+  if [[ $way == ssh ]]; then args+=(-p "$LAB_PORT" -i "$LAB_KEY"); else args+=(--rsh-agent "$rsh"); fi
+  "$lab" exec 0 env HOME="$home" LAB_DIR="$LAB_DIR" "$timer" "$run_timeout" "$f.res" "$hvrun" "${args[@]}" "$@" \
+    </dev/null >"$f.out" 2>"$f.err" || true
+  local wall user sys rss rc suser ssys
+  { read -r wall user sys rss rc && read -r suser ssys; } <"$f.res" 2>/dev/null || rc=125
+  if ((rc != 0)); then
+    failures=$((failures + 1))
+    put "$key.failed" "$rc"
+    mkdir -p "$fail_dir"
+    cp "$f.err" "$fail_dir/$tag.err" 2>/dev/null || true
+    say "FAILED ($rc): $tag: $(grep -v '^$' "$f.err" | tail -n 2 | cut -c1-300 | tr '\n' ' ')"
+    return 1
+  fi
+  put "$key.wall" "$wall"
+  put "$key.cpu" "$(calc "print $user + $sys")"
+  put "$key.self" "$(calc "print $suser + $ssys")"
+  put "$key.rss" "$rss"
+  line=$(grep -m1 'timings:' "$f.err" || true)
+  for name in connect "agents up" probe teardown total; do
+    v=$(sed -nE "s/.*[:,] $name ([0-9]+) ms.*/\1/p" <<<"$line")
+    [[ -n $v ]] && put "$key.${name// /_}" "$v"
+  done
+  v=$(sed -nE 's/.*probes sent ([0-9]+).*/\1/p' <<<"$line")
+  [[ -n $v ]] && put "$key.probes" "$v"
+  return 0
+}
+
+# The agents' memory: each rank prints its agent's VmHWM and RssAnon (kB).
+# shellcheck disable=SC2016 # expanded by the rank's shell
+mem_cmd=(sh -c 'exec awk "/^(VmHWM|RssAnon)/ { v = v \" \" \$2 } END { print \"agentmem\" v }" /proc/$PPID/status')
+run_mem() { # KEY N WAY
+  local key=$1 tag=mem-$1
+  if run_hvrun "$tag" "$key.memrun" "$2" "$3" "${mem_cmd[@]}"; then
+    awk '/agentmem/ { n++; s += $2; sa += $3; if ($2 > m) m = $2; v[n] = $2 }
+      END { for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
+            printf "%d %d %d %d %d\n", n, (n ? v[int((n + 1) / 2)] : 0), m, s, sa }' "$work/$tag.out" | {
+      read -r cnt med max sum sum_anon
+      put "$key.agents" "$cnt"
+      put "$key.agent_med" "$med"
+      put "$key.agent_max" "$max"
+      put "$key.agent_sum" "$sum"
+      put "$key.agent_sum_anon" "$sum_anon"
+    }
+  fi
+}
+
+bench_size() { # N MODE (ssh: lab with sshd, both ways; sim: lab without sshd, rsh only)
+  local n=$1 mode=$2 t0 rep ways way k
+  say "lab: $n hosts ($mode), load $(load1)"
+  t0=${EPOCHREALTIME/[.,]/}
+  if [[ $mode == ssh ]]; then
+    LAB_SSHD=1 LAB_RECREATE=1 "$lab" up "$n" >"$work/up.log" 2>&1 || { cat "$work/up.log" >&2; die "lab up $n failed"; }
+    ways=(ssh rsh)
+  else
+    LAB_SSHD=0 LAB_RECREATE=1 "$lab" up "$n" >"$work/up.log" 2>&1 || { cat "$work/up.log" >&2; die "lab up $n failed"; }
+    ways=(rsh)
+  fi
+  put "$mode.$n.up_ms" "$(((${EPOCHREALTIME/[.,]/} - t0) / 1000))"
+  eval "$("$lab" env)"
+  read -r -a H <<<"$LAB_HOSTS"
+  rm -rf "$home"
+  mkdir -p "$home/.ssh"
+  chmod 700 "$home" "$home/.ssh"
+  put "$mode.$n.load_before" "$(load1)"
+  for way in "${ways[@]}"; do # warm-up: page cache, known_hosts
+    run_hvrun "warm-$mode-$n-$way" "warm" "$n" "$way" true || true
+  done
+  for ((rep = 1; rep <= reps; rep++)); do
+    for way in "${ways[@]}"; do
+      k="$mode.$n.$way"
+      run_hvrun "$k-$rep" "$k" "$n" "$way" true || true
+      say "$(printf '[%d/%d] %4d hosts %s: %s' "$rep" "$reps" "$n" "$way" "$(grep -m1 -o 'timings:.*' "$work/$k-$rep.err" | cut -c1-150 || echo failed)")"
+    done
+  done
+  for way in "${ways[@]}"; do run_mem "$mode.$n.$way" "$n" "$way"; done
+  put "$mode.$n.load_after" "$(load1)"
+  t0=${EPOCHREALTIME/[.,]/}
+  "$lab" down >"$work/down.log" 2>&1 || { cat "$work/down.log" >&2; die "lab down failed"; }
+  put "$mode.$n.down_ms" "$(((${EPOCHREALTIME/[.,]/} - t0) / 1000))"
+}
+
+load_start=$(cut -d' ' -f1-3 /proc/loadavg)
+for n in $sizes; do bench_size "$n" ssh; done
+((sim == 0)) || bench_size "$sim" sim
+load_end=$(cut -d' ' -f1-3 /proc/loadavg)
+
+# ---- the table ----------------------------------------------------------------------------------
+
+med() { awk -F'\t' -v k="$1" '$1 == k { print $2 }' "$metrics" | sort -g | awk '{ v[NR] = $1 } END {
+  if (NR == 0) exit
+  if (NR % 2) printf "%.1f", v[(NR + 1) / 2]; else printf "%.1f", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+one() { awk -F'\t' -v k="$1" '$1 == k { print $2; exit }' "$metrics"; }
+count() { awk -F'\t' -v k="$1" '$1 == k { n++ } END { print n + 0 }' "$metrics"; }
+fmt() { [[ -n $2 ]] && calc "printf \"$1\", $2" || printf '—'; } # FORMAT VALUE
+mib() { [[ -n $1 ]] && calc "printf \"%.1f\", $1 / 1024" || printf '—'; }
+
+rows=()
+per_host_wall=() per_host_self=() # "MODE.N.WAY value" for the verdicts
+for spec in $(for n in $sizes; do echo "ssh:$n"; done; ((sim == 0)) || echo "sim:$sim"); do
+  mode=${spec%%:*} n=${spec#*:}
+  row_ways=(rsh)
+  [[ $mode == ssh ]] && row_ways=(ssh rsh)
+  for way in "${row_ways[@]}"; do
+    k="$mode.$n.$way"
+    ok=$(count "$k.wall") bad=$(count "$k.failed")
+    W=$(med "$k.wall") S=$(med "$k.self") C=$(med "$k.cpu") R=$(med "$k.rss")
+    wph="" sph=""
+    [[ -n $W ]] && wph=$(calc "printf \"%.1f\", $W / $n")
+    [[ -n $S ]] && sph=$(calc "printf \"%.2f\", $S / ($n - 1)")
+    per_host_wall+=("$k $wph") per_host_self+=("$k $sph")
+    label="$n"
+    [[ $mode == sim ]] && label="$n simulated"
+    how="SSH"
+    [[ $way == rsh ]] && how="--rsh-agent (ip netns exec)"
+    agents="$(mib "$(one "$k.agent_med")") / $(mib "$(one "$k.agent_max")") MiB; Σ $(mib "$(one "$k.agent_sum")") MiB (anon Σ $(mib "$(one "$k.agent_sum_anon")"))"
+    [[ -n $(one "$k.agent_med") ]] || agents="—"
+    rows+=("| $label | $how | $ok of $((ok + bad)) | $(fmt '%.2f s' "${W:+$W / 1000}") | ${wph:-—} | $(fmt '%.0f' "$S") | ${sph:-—} | $(fmt '%.0f' "$C") | $(mib "$R") | $agents | $(fmt '%.0f' "$(med "$k.probes")") | $(fmt '%.0f' "$(med "$k.probe")") | $(fmt '%.0f' "$(med "$k.connect")") | $(fmt '%.0f' "$(med "$k.teardown")") | $(one "$mode.$n.load_before") → $(one "$mode.$n.load_after") | $(fmt '%.0f s' "$(one "$mode.$n.up_ms") / 1000") / $(fmt '%.1f s' "$(one "$mode.$n.down_ms") / 1000") |")
+  done
+done
+
+# Targets: the per-host cost at the largest sizes within 2x of the one at 32 hosts, the same way.
+lookup() { # KEY LIST...: the value recorded for KEY
+  local key=$1 e
+  shift
+  for e in "$@"; do [[ ${e%% *} == "$key" && -n ${e#* } && ${e#* } != "$key" ]] && { printf '%s' "${e#* }"; return 0; }; done
+  return 0
+}
+verdicts=()
+judge() { # WHAT KEY BASEKEY
+  local w1 w0 s1 s0 text
+  w1=$(lookup "$2" "${per_host_wall[@]}") w0=$(lookup "$3" "${per_host_wall[@]}")
+  s1=$(lookup "$2" "${per_host_self[@]}") s0=$(lookup "$3" "${per_host_self[@]}")
+  if [[ -z $w1 || -z $w0 ]]; then verdicts+=("- $1: not measured (a size missing or every run failed)"); return; fi
+  text="wall per host $w1 ms vs $w0 ms ($(calc "printf \"%.2f\", $w1 / $w0")×): $(calc "print ($w1 <= 2 * $w0) ? \"met\" : \"**MISSED**\"")"
+  if [[ -n $s1 && -n $s0 ]]; then
+    text+="; hvrun's own CPU per remote host $s1 ms vs $s0 ms ($(calc "printf \"%.2f\", $s1 / $s0")×): $(calc "print ($s1 <= 2 * $s0) ? \"met\" : \"**MISSED**\"")"
+  fi
+  verdicts+=("- $1: $text")
+}
+largest=0
+for n in $sizes; do ((n > largest)) && largest=$n; done
+if ((largest > 32)); then judge "$largest hosts over SSH against 32 over SSH" "ssh.$largest.ssh" "ssh.32.ssh"; fi
+((sim == 0)) || judge "$sim simulated hosts against 32 lab hosts, both over --rsh-agent" "sim.$sim.rsh" "ssh.32.rsh"
+
+table=$work/table.md
+{
+  echo "| hosts | agents started by | runs ok | wall (median) | wall per host (ms) | hvrun's own CPU (ms) | own CPU per remote host (ms) | CPU with children (ms) | peak RSS (MiB) | agents' VmHWM: median / max; sum | probes sent | probe (ms) | connect (ms) | teardown (ms) | load 1-min before → after | lab up / down |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+  printf '%s\n' "${rows[@]}"
+  echo
+  printf '%s\n' "${verdicts[@]}"
+} >"$table"
+echo
+cat "$table"
+echo
+
+if [[ -n $out_md ]]; then
+  {
+    echo "$section"
+    echo
+    echo "Written by \`scripts/bench_scale.sh\` on $(date -u '+%Y-%m-%d %H:%M UTC'). Machine: $(nproc) CPUs"
+    echo "($(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)), kernel $(uname -r), shared with other engineers' builds;"
+    echo "load average $load_start at the start, $load_end at the end. hvrun $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?')."
+    echo "Every host, sshd, agent and rank of a lab runs on these cores. BENCH_SCALE_HOSTS=\"$sizes\","
+    echo "BENCH_SCALE_SIM=$sim, $reps rounds (SSH and --rsh-agent interleaved); medians. \`true\` on every"
+    echo "host, 1 slot each, from lab host 0 (itself the first host: its agent is local)."
+    echo
+    cat "$table"
+    echo
+    echo "- **own CPU**: hvrun's utime+stime alone; **with children**: wait4's, which adds its local agent and"
+    echo "  rank, one \`ssh -G\` per host (OpenSSH's reading of ~/.ssh/config), and with --rsh-agent every"
+    echo "  wrapper and remote agent (all are hvrun's descendants there). Per remote host: own CPU / (N − 1)."
+    echo "- **peak RSS**: wait4's, the largest of hvrun and its children (hvrun itself at these sizes)."
+    echo "- **agents' VmHWM**: read by each host's rank from /proc/\$PPID/status in one extra run per row"
+    echo "  (anon: RssAnon, the agent's own pages; the rest is the static binary's shared text)."
+    echo "- **probe**, **probes sent**, **connect**, **teardown**: hvrun's \`--verbose\` timings (connect: until"
+    echo "  every agent has said something; teardown: from the ranks' end to hvrun's)."
+    echo "- **--rsh-agent (ip netns exec)**: \`scripts/bench/ns_rsh_agent.sh\`, \`ip netns exec\` + \`nsenter --uts\` into the host, no sshd;"
+    echo "  the simulated row is a lab of namespaces without sshd, one per host (see the cost model below)."
+  } >"$work/section.md"
+  if [[ -f $out_md ]]; then
+    awk -v sec="$section" -v file="$work/section.md" '
+      function emit() { while ((getline line < file) > 0) print line; print ""; done = 1 }
+      $0 == sec { skip = 1; emit(); next }
+      skip && /^## / { skip = 0 }
+      !skip { print }
+      END { if (!done) { print ""; emit() } }' "$out_md" | cat -s >"$work/new.md"
+    cp "$work/new.md" "$out_md"
+  else
+    { echo "# Benchmarks"; echo; cat "$work/section.md"; } >"$out_md"
+  fi
+  say "wrote $out_md"
+fi
+((failures == 0)) || { say "$failures run(s) failed; logs in $fail_dir"; exit 1; }
