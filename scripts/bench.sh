@@ -6,8 +6,10 @@
 # Prints one markdown table and writes it, with the machine and the date, to docs/BENCHMARKS.md as the
 # section "## Launch, probe, memory" (replaced if there, else appended; other sections are kept).
 #
-#   scripts/bench.sh                                  # full run: 2 4 8 16 32 hosts, 5 repetitions
+#   scripts/bench.sh                                  # 2 4 8 16 32 hosts, 5 repetitions, then scale 8 32 64
 #   BENCH_HOSTS="2 4 8" BENCH_REPS=3 scripts/bench.sh # a quicker one
+#   BENCH_SCALE_HOSTS="8 32 64 256" BENCH_SCALE_SIM=1000 scripts/bench.sh   # with the issue's full scale run
+#   BENCH_ONLY=scale BENCH_SCALE_HOSTS="8 32 64 256" BENCH_SCALE_SIM=1000 scripts/bench.sh   # only that
 #
 # What it measures, all from lab host 0 (itself one of the hosts, as a user's own machine would be):
 # - launch: `true` and `hostname` on N hosts x 2 slots for each N in BENCH_HOSTS, and on the largest N
@@ -31,6 +33,13 @@
 # - CPU: user+sys of hvrun per launch at 8 hosts, as wait4 counts it (with its local agent and
 #   the 2 local ranks), and of hvrun alone (8 remote hosts h1..h8, no local agent); and for every
 #   launch case the CPU of the remote side (all lab sshd listeners' cutime+cstime growth).
+# - scale: then scripts/bench_scale.sh on labs of its own (section "## Scale" of the same file): launch,
+#   probe and teardown of `true` on every host, 1 slot each, over SSH and over --rsh-agent, at each lab
+#   size in BENCH_SCALE_HOSTS, and on BENCH_SCALE_SIM hosts without sshd (agents started by entering the
+#   namespaces): wall time, hvrun's own CPU and with its children, peak RSS, the agents' VmHWM, probes
+#   sent, the phases. THE DEFAULT RUN IS SMALLER than issue 14's: BENCH_SCALE_HOSTS="8 32 64" and no
+#   simulation (a few minutes); the full one is BENCH_SCALE_HOSTS="8 32 64 256" BENCH_SCALE_SIM=1000
+#   (about 25 minutes on 2 cores, 3 GB of memory for the 1000 namespaces). Not part of ctest.
 #
 # Environment
 #   BUILD_DIR      build directory with cmd/hvrun (default: build/; built by scripts/setup.sh if missing)
@@ -40,6 +49,10 @@
 #   BENCH_TIMEOUT  seconds one run may take before it counts as failed (default 180)
 #   BENCH_FAIL_DIR where the stderr and stdout of failed runs are kept (default /tmp/hvrun-bench-failed)
 #   LAB_PREFIX     lab name (default hvbench, apart from the tests' hvtest); LAB_PORT (default 2222)
+#   BENCH_SCALE_HOSTS  scale part's lab sizes over SSH, 2..256 (default "8 32 64"; empty: none)
+#   BENCH_SCALE_SIM    scale part's simulated hosts over --rsh-agent, 2..1000 (default 0: none)
+#   BENCH_SCALE_REPS   its rounds (default 3); more knobs in scripts/bench_scale.sh's header
+#   BENCH_ONLY     "scale": run only the scale part
 # Exit status: 0 when every run ran (targets missed or not), 1 when some run failed or could not start.
 set -euo pipefail
 
@@ -62,6 +75,9 @@ die() { printf 'bench: error: %s\n' "$*" >&2; exit 1; }
 # ---- arguments and prerequisites ----------------------------------------------------------------
 
 [[ $(id -u) -eq 0 ]] || die "must run as root (the lab uses network namespaces)"
+export BENCH_SCALE_OUT=${BENCH_SCALE_OUT-$out_md} BENCH_SCALE_HOSTS=${BENCH_SCALE_HOSTS-8 32 64}
+if [[ ${BENCH_ONLY:-} == scale ]]; then LAB_PREFIX=hvscale exec "$root/scripts/bench_scale.sh"; fi
+[[ -z ${BENCH_ONLY:-} ]] || die "BENCH_ONLY '$BENCH_ONLY': only 'scale' is known"
 [[ $reps =~ ^[1-9][0-9]*$ ]] || die "BENCH_REPS '$reps' must be a positive number"
 [[ $run_timeout =~ ^[1-9][0-9]*$ ]] || die "BENCH_TIMEOUT '$run_timeout' must be a positive number of seconds"
 read -r -a counts <<<"$hosts_list"
@@ -641,6 +657,13 @@ else
   { echo "# Benchmarks"; echo; cat "$work/section.md"; } >"$out_md"
 fi
 say "wrote $out_md"
+
+if [[ -n ${BENCH_SCALE_HOSTS// /} || ${BENCH_SCALE_SIM:-0} != 0 ]]; then
+  "$lab" down >/dev/null 2>&1 || say "warning: '$lab down' failed"
+  lab_up=0
+  say "scale part: scripts/bench_scale.sh (BENCH_SCALE_HOSTS=\"$BENCH_SCALE_HOSTS\" BENCH_SCALE_SIM=${BENCH_SCALE_SIM:-0})"
+  if ! LAB_PREFIX=hvscale "$root/scripts/bench_scale.sh"; then failures=$((failures + 1)); fi
+fi
 
 if ((failures)); then
   say "$failures run(s) failed; their figures are missing or rest on fewer runs; logs in $fail_dir"

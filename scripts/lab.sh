@@ -87,7 +87,7 @@
 #     every session (and the agent and ranks it runs) may hold one connection per host.
 #   - the switch's bridges: Linux takes at most 1023 ports per bridge, hence the 1000-host bound.
 #   - up forks per host, in parallel (LAB_JOBS); a 256-host lab comes up in about a minute, a
-#     1000-host one (LAB_SSHD=0) in about two on 2 cores; down removes it in seconds (namespaces
+#     1000-host one (LAB_SSHD=0) in about three on 2 cores; down in under a minute (namespaces
 #     deleted in one `ip -batch`).
 set -euo pipefail
 if [[ ${LAB_TRACE:-0} == 1 ]]; then

@@ -149,6 +149,11 @@ else fail "known-hosts: strict ssh with the refreshed keys fails"; fi
 if LAB_RECREATE=0 "$LAB" up 3 2>/dev/null; then fail "second up succeeded"; else
   expect_eq "second up refused, lab intact" "${H[1]}" "$("$LAB" exec 1 hostname)"; fi
 
+# A process left in a host's namespaces (an agent, a rank) is ended by down, found by its namespace.
+"$LAB" exec 1 sleep 300 </dev/null >/dev/null 2>&1 &
+stray=$!
+for _ in $(seq 50); do [[ $(tr '\0' ' ' <"/proc/$stray/cmdline" 2>/dev/null) == "sleep 300 " ]] && break; sleep 0.1; done
+
 # Tear down and check nothing is left.
 sshd_pids=()
 lab_dir=$LAB_DIR
@@ -167,6 +172,38 @@ expect_eq "LAB_DIR $lab_dir removed" "absent" "$([[ -e $lab_dir ]] && echo prese
 expect_eq "no /etc/netns/$LAB_PREFIX-* left" "" "$(ls -d /etc/netns/"$LAB_PREFIX"-* 2>/dev/null || true)"
 expect_eq "no mounts under $lab_dir" "" "$(grep -F " $lab_dir/" /proc/self/mounts || true)"
 if "$LAB" down >/dev/null 2>&1; then pass "down again (nothing there) succeeds"; else fail "second down failed"; fi
+if wait "$stray" 2>/dev/null; then fail "the sleep left on host 1 ended by itself, not by down"; else
+  pass "down ended the process left in host 1's namespaces"; fi
+
+# LAB_SSHD=0 (the 1000-host simulation's lab): no sshd, hosts entered with exec, sshd commands refused.
+unset LAB_DIR
+nossh=${LAB_PREFIX}-n
+trap 'LAB_PREFIX=$nossh "$LAB" down' EXIT
+LAB_PREFIX=$nossh LAB_SSHD=0 "$LAB" up 2
+expect_eq "LAB_SSHD=0: exec 1 hostname" "$nossh-h1" "$(LAB_PREFIX=$nossh "$LAB" exec 1 hostname)"
+expect_eq "LAB_SSHD=0: no sshd listening on host 1" "" "$(ss -N "$nossh-h1" -Hltn "sport = :$LAB_PORT")"
+if LAB_PREFIX=$nossh "$LAB" ssh-start 1 2>/dev/null; then fail "LAB_SSHD=0: ssh-start accepted"; else
+  pass "LAB_SSHD=0: ssh-start refused"; fi
+LAB_PREFIX=$nossh "$LAB" down
+trap - EXIT
+expect_eq "LAB_SSHD=0: down leaves no namespace" "" "$(ip netns list | awk '{print $1}' | grep -E "^$nossh-" || true)"
+
+# Ctrl-C during up (SIGINT to its process group, as a terminal sends it): up tears down what it made.
+intp=${LAB_PREFIX}-i
+trap 'LAB_PREFIX=$intp "$LAB" down' EXIT
+set -m # the background up gets a process group of its own, and SIGINT is not ignored in it
+LAB_PREFIX=$intp "$LAB" up 3 >"/tmp/$intp.up.log" 2>&1 &
+up_pid=$!
+set +m
+for _ in $(seq 100); do ip netns list | awk '{print $1}' | grep -qE "^$intp-h2\$" && break; sleep 0.05; done
+kill -INT -- "-$up_pid" 2>/dev/null || true
+rc=0
+wait "$up_pid" || rc=$?
+if ((rc != 0)); then pass "up interrupted by SIGINT exits non-zero ($rc)"; else fail "up interrupted by SIGINT exited 0"; fi
+expect_eq "interrupted up leaves no namespace" "" "$(ip netns list | awk '{print $1}' | grep -E "^$intp-" || true)"
+expect_eq "interrupted up leaves no LAB_DIR" "absent" "$([[ -e /tmp/$intp ]] && echo present || echo absent)"
+LAB_PREFIX=$intp "$LAB" down >/dev/null 2>&1 || true
+trap - EXIT
 
 if ((fails)); then
   echo "lab_smoke: $fails check(s) failed"
