@@ -27,9 +27,14 @@
 #   BENCH_SCALE_HOSTS  lab sizes with sshd, 2..256 (default "8 32 64")
 #   BENCH_SCALE_SIM    simulated hosts over --rsh-agent, 2..1000; 0: none (default 0)
 #   BENCH_SCALE_REPS   rounds per size (default 3); figures are medians
+#   BENCH_SCALE_SIM_REPS  rounds of the simulated size (default BENCH_SCALE_REPS; no warm-up run there)
 #   BENCH_SCALE_SIM_ARGS  hvrun options for the simulated size (default "--start-timeout 300
 #                      --heartbeat-timeout 120": with the defaults, 30 and 20 s, a 1000-host start on 2
 #                      cores fails, see docs/BENCHMARKS.md)
+#   BENCH_SCALE_SIM_FABRIC  1 (default): the simulated size also gets --network-interface <the fabric's
+#                      subnet>, so only the fabric is probed: with every trap NIC probed too, 1000 hosts'
+#                      20,000 probes, their ARP and neighbour discovery flooded to the 1000 ports of one
+#                      bridge in one kernel, on 2 cores, time out (see docs/BENCHMARKS.md). 0: every NIC.
 #   BENCH_SCALE_OUT    markdown file whose "## Scale" section is replaced (default docs/BENCHMARKS.md;
 #                      empty: print the table only)
 #   BENCH_TIMEOUT      seconds one run may take before it counts as failed (default 300)
@@ -44,6 +49,8 @@ build=${BUILD_DIR:-$root/build}
 sizes=${BENCH_SCALE_HOSTS-8 32 64}
 sim=${BENCH_SCALE_SIM:-0}
 read -r -a sim_args <<<"${BENCH_SCALE_SIM_ARGS---start-timeout 300 --heartbeat-timeout 120}"
+sim_reps=${BENCH_SCALE_SIM_REPS:-$reps}
+sim_fabric=${BENCH_SCALE_SIM_FABRIC:-1}
 reps=${BENCH_SCALE_REPS:-3}
 out_md=${BENCH_SCALE_OUT-$root/docs/BENCHMARKS.md}
 run_timeout=${BENCH_TIMEOUT:-300}
@@ -60,6 +67,8 @@ calc() { awk "BEGIN { $1 }"; }
 
 [[ $(id -u) -eq 0 ]] || die "must run as root (the lab uses network namespaces)"
 [[ $reps =~ ^[1-9][0-9]*$ ]] || die "BENCH_SCALE_REPS '$reps' must be a positive number"
+[[ $sim_reps =~ ^[1-9][0-9]*$ ]] || die "BENCH_SCALE_SIM_REPS '$sim_reps' must be a positive number"
+[[ $sim_fabric == [01] ]] || die "BENCH_SCALE_SIM_FABRIC must be 0 or 1"
 for n in $sizes; do
   if ! [[ $n =~ ^[0-9]+$ ]] || ((n < 2 || n > 256)); then die "BENCH_SCALE_HOSTS: '$n' is not a host count from 2 to 256"; fi
 done
@@ -107,6 +116,7 @@ run_hvrun() {
   for ((i = 1; i < n; i++)); do list+=",${H[i]}"; done
   local args=(--verbose -H "$list")
   [[ $key == sim.* && $key != *.defaults ]] && args+=("${sim_args[@]}")
+  [[ $key == sim.* ]] && ((sim_fabric)) && args+=(--network-interface "$LAB_FABRIC_SUBNET")
   if [[ $way == ssh ]]; then args+=(-p "$LAB_PORT" -i "$LAB_KEY"); else args+=(--rsh-agent "$rsh"); fi
   "$lab" exec 0 env HOME="$home" LAB_DIR="$LAB_DIR" "$timer" "$run_timeout" "$f.res" "$hvrun" "${args[@]}" "$@" \
     </dev/null >"$f.out" 2>"$f.err" || true
@@ -171,14 +181,19 @@ bench_size() { # N MODE (ssh: lab with sshd, both ways; sim: lab without sshd, r
   mkdir -p "$home/.ssh"
   chmod 700 "$home" "$home/.ssh"
   put "$mode.$n.load_before" "$(load1)"
-  for way in "${ways[@]}"; do # warm-up: page cache, known_hosts
-    run_hvrun "warm-$mode-$n-$way" "$mode.$n.warm" "$n" "$way" true || true
-  done
-  for ((rep = 1; rep <= reps; rep++)); do
+  local rounds=$reps
+  if [[ $mode == ssh ]]; then
+    for way in "${ways[@]}"; do # warm-up: page cache, known_hosts
+      run_hvrun "warm-$mode-$n-$way" "$mode.$n.warm" "$n" "$way" true || true
+    done
+  else
+    rounds=$sim_reps
+  fi
+  for ((rep = 1; rep <= rounds; rep++)); do
     for way in "${ways[@]}"; do
       k="$mode.$n.$way"
       run_hvrun "$k-$rep" "$k" "$n" "$way" true || true
-      say "$(printf '[%d/%d] %4d hosts %s: %s' "$rep" "$reps" "$n" "$way" "$(grep -m1 -o 'timings:.*' "$work/$k-$rep.err" | cut -c1-150 || echo failed)")"
+      say "$(printf '[%d/%d] %4d hosts %s: %s' "$rep" "$rounds" "$n" "$way" "$(grep -m1 -o 'timings:.*' "$work/$k-$rep.err" | cut -c1-150 || echo failed)")"
     done
   done
   for way in "${ways[@]}"; do run_mem "$mode.$n.$way" "$n" "$way"; done
@@ -276,6 +291,8 @@ cat "$table"
 echo
 
 if [[ -n $out_md ]]; then
+  sim_note="\`${sim_args[*]}\`"
+  if ((sim_fabric)); then sim_note+=" and \`--network-interface\` the fabric's subnet"; fi
   {
     echo "$section"
     echo
@@ -283,7 +300,8 @@ if [[ -n $out_md ]]; then
     echo "($(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)), kernel $(uname -r), shared with other engineers' builds;"
     echo "load average $load_start at the start, $load_end at the end. hvrun $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?')."
     echo "Every host, sshd, agent and rank of a lab runs on these cores. BENCH_SCALE_HOSTS=\"$sizes\","
-    echo "BENCH_SCALE_SIM=$sim, $reps rounds (SSH and --rsh-agent interleaved); medians. \`true\` on every"
+    echo "BENCH_SCALE_SIM=$sim, $reps rounds (SSH and --rsh-agent interleaved; the simulated size $sim_reps, with"
+    echo "$sim_note); medians. \`true\` on every"
     echo "host, 1 slot each, from lab host 0 (itself the first host: its agent is local)."
     echo
     cat "$table"
