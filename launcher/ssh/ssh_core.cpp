@@ -49,6 +49,12 @@ void init_libssh() {
   });
 }
 
+void set_option(Core& core, ssh_options_e type, const void* value, const std::string& what) {
+  if (ssh_options_set(core.session(), type, value) != SSH_OK) {
+    throw core.error(SshFailure::kConfig, "cannot apply " + what + " (ssh_options_set: " + core.libssh_error() + ")");
+  }
+}
+
 // --- Core -----------------------------------------------------------------------------------------
 
 Core::Core(std::string host_name) : host(std::move(host_name)) {
@@ -98,7 +104,16 @@ SessionLock::SessionLock(Core& core, bool nonblocking, int own_waiter_fd)
   if (nonblocking) ssh_set_blocking(core_.session(), 0);
 }
 
+SessionLock::SessionLock(Core& core, bool nonblocking, int own_waiter_fd, std::try_to_lock_t)
+    : core_(core), lock_(core.mu, std::try_to_lock), own_waiter_fd_(own_waiter_fd) {
+  if (!lock_.owns_lock()) return;
+  packets_before_ = core.packet_counter.in_packets;
+  bytes_before_ = core.socket_counter.in_bytes;
+  if (nonblocking) ssh_set_blocking(core_.session(), 0);
+}
+
 SessionLock::~SessionLock() {
+  if (!lock_.owns_lock()) return;
   ssh_set_blocking(core_.session(), 1);
   if (core_.socket_counter.in_bytes != bytes_before_) core_.last_received = Clock::now();
   if (core_.packet_counter.in_packets != packets_before_) {

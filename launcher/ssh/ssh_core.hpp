@@ -23,6 +23,10 @@ using Clock = std::chrono::steady_clock;
 // "10 s", "0.5 s": how a timeout reads in a message.
 std::string seconds_text(std::chrono::milliseconds duration);
 
+// ssh_options_set, or SshError kConfig "cannot apply WHAT (ssh_options_set: ...)".
+class Core;
+void set_option(Core& core, ssh_options_e type, const void* value, const std::string& what);
+
 // Calls ssh_init() once per process (and routes libssh's log to spdlog).
 void init_libssh();
 
@@ -75,7 +79,11 @@ class Core {
 class SessionLock {
  public:
   SessionLock(Core& core, bool nonblocking, int own_waiter_fd = -1);
+  // Takes the lock only if it is free at once (the SSH pump must not wait behind an upload); the
+  // rest applies only if owns_lock().
+  SessionLock(Core& core, bool nonblocking, int own_waiter_fd, std::try_to_lock_t);
   ~SessionLock();
+  bool owns_lock() const { return lock_.owns_lock(); }
   SessionLock(const SessionLock&) = delete;
   SessionLock& operator=(const SessionLock&) = delete;
 
@@ -83,8 +91,8 @@ class SessionLock {
   Core& core_;
   std::unique_lock<std::mutex> lock_;
   int own_waiter_fd_;
-  std::uint64_t packets_before_;
-  std::uint64_t bytes_before_;
+  std::uint64_t packets_before_ = 0;
+  std::uint64_t bytes_before_ = 0;
 };
 
 // An eventfd registered with a Core, polled beside the session socket by a thread that waits for

@@ -1,0 +1,240 @@
+#include "launcher/ssh/sftp_upload.hpp"
+
+#include <fcntl.h>
+#include <libssh/sftp.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <condition_variable>
+#include <cstdio>
+#include <random>
+#include <stop_token>
+#include <thread>
+#include <vector>
+
+namespace hvrun::ssh_detail {
+
+namespace {
+
+constexpr std::size_t kChunk = 64 * 1024;
+
+// Shuts the connection's socket down if `deadline` passes before the watchdog is destroyed: libssh's
+// SFTP calls retry reads forever, and a socket shut down is the one thing that makes them return.
+class Watchdog {
+ public:
+  Watchdog(UniqueFd socket, Clock::time_point deadline)
+      : socket_(std::move(socket)), thread_([this, deadline](std::stop_token stop) {
+          std::unique_lock lock(mu_);
+          if (cv_.wait_until(lock, stop, deadline, [] { return false; }) || stop.stop_requested()) return;
+          fired_ = true;
+          ::shutdown(socket_.get(), SHUT_RDWR);
+        }) {}
+  ~Watchdog() {
+    thread_.request_stop();
+    thread_.join();
+  }
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+
+  bool fired() {
+    std::lock_guard lock(mu_);
+    return fired_;
+  }
+
+ private:
+  UniqueFd socket_;  // a dup of the session's socket: shutdown() reaches the socket even if libssh closed its fd
+  std::mutex mu_;
+  std::condition_variable_any cv_;
+  bool fired_ = false;
+  std::jthread thread_;
+};
+
+struct SftpSessionFree {
+  void operator()(sftp_session sftp) const { sftp_free(sftp); }
+};
+struct SftpFileClose {
+  void operator()(sftp_file file) const { sftp_close(file); }
+};
+struct SftpAttributesFree {
+  void operator()(sftp_attributes attributes) const { sftp_attributes_free(attributes); }
+};
+using SftpSession = std::unique_ptr<sftp_session_struct, SftpSessionFree>;
+using SftpFile = std::unique_ptr<sftp_file_struct, SftpFileClose>;
+using SftpAttributes = std::unique_ptr<sftp_attributes_struct, SftpAttributesFree>;
+
+const char* sftp_error_text(int code) {
+  switch (code) {
+    case SSH_FX_OK: return "ok";
+    case SSH_FX_EOF: return "end of file";
+    case SSH_FX_NO_SUCH_FILE: return "no such file";
+    case SSH_FX_PERMISSION_DENIED: return "permission denied";
+    case SSH_FX_FAILURE: return "failure";
+    case SSH_FX_BAD_MESSAGE: return "bad message";
+    case SSH_FX_NO_CONNECTION: return "no connection";
+    case SSH_FX_CONNECTION_LOST: return "connection lost";
+    case SSH_FX_OP_UNSUPPORTED: return "operation unsupported";
+    case SSH_FX_INVALID_HANDLE: return "invalid handle";
+    case SSH_FX_NO_SUCH_PATH: return "no such path";
+    case SSH_FX_FILE_ALREADY_EXISTS: return "file already exists";
+    case SSH_FX_WRITE_PROTECT: return "write-protected";
+    case SSH_FX_NO_MEDIA: return "no media";
+    default: return "unknown SFTP error";
+  }
+}
+
+// One upload under way: names for messages, and the SFTP calls with their checks.
+class Upload {
+ public:
+  Upload(Core& core, std::string local, std::string remote)
+      : core_(core), local_(std::move(local)), remote_(std::move(remote)) {}
+
+  SshError fail(const std::string& step) const {
+    if (ssh_is_connected(core_.session()) == 0) {
+      return core_.error(SshFailure::kConnectionLost, "connection lost during upload of " + local_ + " to " + remote_ +
+                                                          " (" + core_.libssh_error() + ")");
+    }
+    std::string detail = step;
+    if (sftp_) detail += ": " + std::string(sftp_error_text(sftp_get_error(sftp_.get())));
+    return core_.error(SshFailure::kFileTransfer, "upload of " + local_ + " to " + remote_ + " failed (" + detail +
+                                                      "; libssh: " + core_.libssh_error() + ")");
+  }
+
+  void start() {
+    sftp_.reset(sftp_new(core_.session()));
+    if (!sftp_) throw fail("sftp_new");
+    if (sftp_init(sftp_.get()) != SSH_OK) throw fail("sftp_init");
+  }
+
+  SftpAttributes stat(const std::string& path) { return SftpAttributes(sftp_stat(sftp_.get(), path.c_str())); }
+
+  void make_directory(const std::string& dir) {
+    if (auto attributes = stat(dir)) {
+      if (attributes->type != SSH_FILEXFER_TYPE_DIRECTORY) throw fail(dir + " exists and is not a directory");
+      return;
+    }
+    if (sftp_mkdir(sftp_.get(), dir.c_str(), 0700) == 0) return;
+    auto attributes = stat(dir);  // another launcher may have made it meanwhile
+    if (!attributes || attributes->type != SSH_FILEXFER_TYPE_DIRECTORY) throw fail("sftp_mkdir " + dir);
+  }
+
+  void make_parents() {
+    auto slash = remote_.rfind('/');
+    if (slash == std::string::npos || slash == 0) return;
+    const std::string parent = remote_.substr(0, slash);
+    if (auto attributes = stat(parent); attributes && attributes->type == SSH_FILEXFER_TYPE_DIRECTORY) return;
+    for (std::size_t end = parent.find('/', 1); ; end = parent.find('/', end + 1)) {
+      std::string prefix = parent.substr(0, end);
+      if (!prefix.empty() && prefix.back() != '/') make_directory(prefix);
+      if (end == std::string::npos) break;
+    }
+  }
+
+  void write_temporary(int local_fd, const std::string& temporary, std::uint32_t mode) {
+    SftpFile file(sftp_open(sftp_.get(), temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600));
+    if (!file) throw fail("sftp_open " + temporary);
+    created_ = temporary;
+    std::vector<char> buffer(kChunk);
+    for (;;) {
+      ssize_t n = ::read(local_fd, buffer.data(), buffer.size());
+      if (n == -1 && errno == EINTR) continue;
+      if (n == -1) throw_errno("read", local_ + " (upload to " + core_.host + ")");
+      if (n == 0) break;
+      ssize_t written = sftp_write(file.get(), buffer.data(), static_cast<size_t>(n));
+      if (written != n) throw fail("sftp_write " + temporary);
+    }
+    if (sftp_extension_supported(sftp_.get(), "fsync@openssh.com", "1") != 0 && sftp_fsync(file.get()) != 0) {
+      throw fail("sftp_fsync " + temporary);
+    }
+    if (sftp_close(file.release()) != 0) throw fail("sftp_close " + temporary);
+    if (sftp_chmod(sftp_.get(), temporary.c_str(), static_cast<mode_t>(mode)) != 0) {
+      throw fail("sftp_chmod " + temporary);
+    }
+  }
+
+  // SFTP v3 (OpenSSH's server) does not rename over an existing file: remove it and rename again.
+  void rename_into_place(const std::string& temporary) {
+    if (sftp_rename(sftp_.get(), temporary.c_str(), remote_.c_str()) != 0) {
+      if (!stat(remote_)) throw fail("sftp_rename " + temporary + " " + remote_);
+      if (sftp_unlink(sftp_.get(), remote_.c_str()) != 0) throw fail("sftp_unlink " + remote_);
+      if (sftp_rename(sftp_.get(), temporary.c_str(), remote_.c_str()) != 0) {
+        throw fail("sftp_rename " + temporary + " " + remote_);
+      }
+    }
+    created_.clear();
+  }
+
+  void verify(off_t size, std::uint32_t mode) {
+    auto attributes = stat(remote_);
+    if (!attributes) throw fail("sftp_stat " + remote_);
+    if (attributes->size != static_cast<std::uint64_t>(size) || (attributes->permissions & 07777) != mode) {
+      char text[128];
+      std::snprintf(text, sizeof text, "after the copy: %llu bytes mode %04o, expected %llu bytes mode %04o",
+                    static_cast<unsigned long long>(attributes->size), attributes->permissions & 07777,
+                    static_cast<unsigned long long>(size), mode);
+      throw core_.error(SshFailure::kFileTransfer, "upload of " + local_ + " to " + remote_ + " failed (" + text + ")");
+    }
+  }
+
+  // Removes a temporary file left by a failed upload (best effort).
+  ~Upload() {
+    if (!created_.empty() && sftp_ && ssh_is_connected(core_.session()) != 0) {
+      (void)sftp_unlink(sftp_.get(), created_.c_str());
+    }
+  }
+
+ private:
+  Core& core_;
+  std::string local_, remote_;
+  SftpSession sftp_;
+  std::string created_;  // the temporary file while it exists
+};
+
+std::string random_suffix() {
+  std::random_device random;
+  char text[17];
+  std::snprintf(text, sizeof text, "%08x%08x", random(), random());
+  return text;
+}
+
+}  // namespace
+
+void upload_file(Core& core, const std::string& local_path, const std::string& remote_path, std::uint32_t mode,
+                 std::chrono::milliseconds timeout) {
+  if (remote_path.empty() || remote_path.back() == '/') {
+    throw UsageError("upload to " + core.host + ": '" + remote_path + "' is not a file path");
+  }
+  UniqueFd local(::open(local_path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!local) throw_errno("open", local_path + " (upload to " + core.host + ")");
+  struct stat info{};
+  if (::fstat(local.get(), &info) == -1) throw_errno("fstat", local_path + " (upload to " + core.host + ")");
+  if (!S_ISREG(info.st_mode)) throw UsageError("upload to " + core.host + ": " + local_path + " is not a regular file");
+
+  SessionLock lock(core, /*nonblocking=*/false);
+  core.throw_if_lost();
+  UniqueFd socket(::fcntl(ssh_get_fd(core.session()), F_DUPFD_CLOEXEC, 0));
+  if (!socket) throw_errno("fcntl(F_DUPFD_CLOEXEC)", "watchdog for the upload to " + core.host);
+  Watchdog watchdog(std::move(socket), Clock::now() + timeout);
+  try {
+    Upload upload(core, local_path, remote_path);
+    upload.start();
+    upload.make_parents();
+    const std::string temporary = remote_path + ".tmp-" + random_suffix();
+    upload.write_temporary(local.get(), temporary, mode);
+    upload.rename_into_place(temporary);
+    upload.verify(info.st_size, mode);
+  } catch (const SshError&) {
+    if (!watchdog.fired()) throw;
+    core.lost = core.host + ": connection closed after the upload of " + local_path + " did not finish within " +
+                seconds_text(timeout) + " (port " + std::to_string(core.port) + ")";
+    throw core.error(SshFailure::kCommandTimeout, "upload of " + local_path + " to " + remote_path +
+                                                      " did not finish within " + seconds_text(timeout) + " (port " +
+                                                      std::to_string(core.port) + ")");
+  }
+  spdlog::debug("{}: uploaded {} to {} ({} bytes, mode {:o})", core.host, local_path, remote_path,
+                static_cast<long long>(info.st_size), mode);
+}
+
+}  // namespace hvrun::ssh_detail
