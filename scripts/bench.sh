@@ -97,6 +97,8 @@ bench_packages=(
 )
 # shellcheck source=lib/packages.sh
 source "$root/scripts/lib/packages.sh"
+# shellcheck source=lib/bench_doc.sh
+source "$root/scripts/lib/bench_doc.sh"
 ensure_packages bench.sh "${bench_packages[@]}"
 hvrun=$build/cmd/hvrun
 store_bench=$build/collectives/hvrun-store-bench
@@ -643,19 +645,7 @@ echo
   echo "  an RSS is shared-library pages, shared with every other process that maps them."
 } >"$work/section.md"
 
-mkdir -p "$(dirname "$out_md")"
-if [[ -f $out_md ]]; then
-  # Replace the section (from its heading to the next "## " heading) or append it.
-  awk -v sec="$section" -v file="$work/section.md" '
-    function emit() { while ((getline line < file) > 0) print line; print ""; done = 1 }
-    $0 == sec { skip = 1; emit(); next }
-    skip && /^## / { skip = 0 }
-    !skip { print }
-    END { if (!done) { print ""; emit() } }' "$out_md" | cat -s >"$work/new.md"
-  cp "$work/new.md" "$out_md"
-else
-  { echo "# Benchmarks"; echo; cat "$work/section.md"; } >"$out_md"
-fi
+write_section "$out_md" "$section" "$work/section.md"
 say "wrote $out_md"
 
 if [[ -n ${BENCH_SCALE_HOSTS// /} || ${BENCH_SCALE_SIM:-0} != 0 ]]; then

@@ -75,6 +75,8 @@ done
 if ! [[ $sim =~ ^[0-9]+$ ]] || ((sim == 1 || sim > 1000)); then die "BENCH_SCALE_SIM '$sim' must be 0 or 2..1000"; fi
 # shellcheck source=lib/packages.sh
 source "$root/scripts/lib/packages.sh"
+# shellcheck source=lib/bench_doc.sh
+source "$root/scripts/lib/bench_doc.sh"
 ensure_packages bench_scale.sh g++ openssh-server openssh-client iproute2 iptables procps util-linux coreutils
 hvrun=$build/cmd/hvrun
 [[ -x $hvrun && -x $build/cmd/hvrun-agent ]] || die "hvrun is not built in $build (scripts/setup.sh)"
@@ -317,17 +319,7 @@ if [[ -n $out_md ]]; then
     echo "- **--rsh-agent (ip netns exec)**: \`scripts/bench/ns_rsh_agent.sh\`, \`ip netns exec\` + \`nsenter --uts\` into the host, no sshd;"
     echo "  the simulated row is a lab of namespaces without sshd, one per host (see the cost model below)."
   } >"$work/section.md"
-  if [[ -f $out_md ]]; then
-    awk -v sec="$section" -v file="$work/section.md" '
-      function emit() { while ((getline line < file) > 0) print line; print ""; done = 1 }
-      $0 == sec { skip = 1; emit(); next }
-      skip && /^## / { skip = 0 }
-      !skip { print }
-      END { if (!done) { print ""; emit() } }' "$out_md" | cat -s >"$work/new.md"
-    cp "$work/new.md" "$out_md"
-  else
-    { echo "# Benchmarks"; echo; cat "$work/section.md"; } >"$out_md"
-  fi
+  write_section "$out_md" "$section" "$work/section.md"
   say "wrote $out_md"
 fi
 ((failures == 0)) || { say "$failures run(s) failed; logs in $fail_dir"; exit 1; }
