@@ -18,6 +18,8 @@ constexpr std::size_t kStderrTailBytes = 4096;
 // After the channel closes the agent exits and so does the command; these bound a command that does not.
 constexpr std::chrono::milliseconds kExitWait{2000};
 constexpr std::chrono::milliseconds kTermWait{1000};
+// The command has ended; what it wrote is in the pipe, unless a descendant still holds the pipe open.
+constexpr std::chrono::milliseconds kStderrEndWait{1000};
 
 std::string last_line(std::string text) {
   while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
@@ -69,6 +71,7 @@ std::unique_ptr<CommandAgent> CommandAgent::start(const CommandAgentOptions& o) 
 
   agent->channel_.reset();
   const bool ended = agent->wait_exit(kExitWait);
+  agent->wait_stderr_end(kStderrEndWait);
   const std::string said = last_line(agent->stderr_tail());
   throw Error(o.host + ": " + o.label + (ended ? " " + agent->exit_text() : std::string(" closed its output")) +
               " before hvrun-agent said hello" + (said.empty() ? std::string() : " (it wrote: " + said + ")") +
@@ -80,14 +83,24 @@ void CommandAgent::keep_stderr(UniqueFd err) {
     char buf[4096];
     for (;;) {
       pollfd p[2] = {{fd.get(), POLLIN, 0}, {stop_.read.get(), POLLIN, 0}};
-      if (retry_eintr([&] { return ::poll(p, 2, -1); }) < 0 || p[1].revents != 0) return;
+      if (retry_eintr([&] { return ::poll(p, 2, -1); }) < 0 || p[1].revents != 0) break;
       const ssize_t got = retry_eintr([&] { return ::read(fd.get(), buf, sizeof buf); });
-      if (got <= 0) return;
+      if (got <= 0) break;
       std::lock_guard lock(tail_mutex_);
       tail_.append(buf, static_cast<std::size_t>(got));
       if (tail_.size() > kStderrTailBytes) tail_.erase(0, tail_.size() - kStderrTailBytes);
     }
+    {
+      std::lock_guard lock(tail_mutex_);
+      stderr_ended_ = true;
+    }
+    stderr_end_.notify_all();
   });
+}
+
+void CommandAgent::wait_stderr_end(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(tail_mutex_);
+  stderr_end_.wait_for(lock, timeout, [this] { return stderr_ended_; });
 }
 
 std::string CommandAgent::stderr_tail() const {

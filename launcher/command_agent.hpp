@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -48,6 +49,9 @@ class CommandAgent final : public HostAgent {
   // Waits up to `timeout` for the command; true when it has been reaped (status in status_).
   bool wait_exit(std::chrono::milliseconds timeout);
   std::string exit_text() const;  // "exited with code 127", "killed by SIGTERM"
+  // Waits up to `timeout` for the reader to reach the end of the command's stderr, so that a command
+  // which wrote its reason and exited is quoted whole; a descendant holding the pipe open bounds it.
+  void wait_stderr_end(std::chrono::milliseconds timeout);
 
   std::string description_;
   pid_t pid_ = -1;
@@ -57,6 +61,8 @@ class CommandAgent final : public HostAgent {
   // kStderrTailBytes are kept. `stop_` wakes the thread when a descendant keeps the pipe open.
   mutable std::mutex tail_mutex_;
   std::string tail_;
+  bool stderr_ended_ = false;  // the reader has seen EOF or an error (guarded by tail_mutex_)
+  std::condition_variable stderr_end_;
   Pipe stop_;
   std::thread reader_;
 };
