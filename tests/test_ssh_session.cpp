@@ -1,52 +1,30 @@
-// SshSession against a throw-away sshd on 127.0.0.1 (tests/sshd_fixture.hpp). Root only; without root
-// or /usr/sbin/sshd each case warns and passes. [resolver] cases resolve a name through getaddrinfo_a,
-// whose glibc-internal threads ThreadSanitizer cannot follow: run TSan builds with "[ssh]~[resolver]".
+// SshSession's use once connected, against a throw-away sshd on 127.0.0.1 (tests/sshd_fixture.hpp): run and
+// exec with their output, exit status and backpressure, SFTP upload, parallel sessions, keepalive. How a
+// connection is made or refused is test_ssh_connect.cpp. Root only; without root or /usr/sbin/sshd each
+// case warns and is skipped.
 #include <openssl/evp.h>
 #include <poll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 
-#include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <random>
 #include <thread>
 
-#include "launcher/ssh/ssh_session.hpp"
 #include "agent/wire/unique_fd.hpp"
+#include "launcher/ssh/ssh_session.hpp"
 #include "tests/sshd_fixture.hpp"
+#include "tests/support/ssh_test.hpp"
 
 using namespace std::chrono_literals;
-using hvrun::SshError;
-using hvrun::SshExec;
-using hvrun::SshFailure;
-using hvrun::SshSession;
-using hvrun::SshTarget;
-using hvrun::testing::SshdFixture;
+using namespace hvrun;
+using namespace hvrun::testing;
 
 namespace {
 
-#define SKIP_WITHOUT_SSHD()                                        \
-  do {                                                             \
-    if (!hvrun::testing::ssh_tests_can_run()) {                    \
-      WARN("skipped: needs root and /usr/sbin/sshd");              \
-      return;                                                      \
-    }                                                              \
-  } while (0)
-
 using Clock = std::chrono::steady_clock;
-
-// Connects and expects an SshError; returns it.
-SshError connect_error(const SshTarget& target) {
-  try {
-    SshSession::connect(target);
-  } catch (const SshError& e) {
-    return e;
-  }
-  FAIL("connect to " << target.host << " succeeded");
-  throw std::logic_error("unreachable");
-}
 
 // Reads fd until EOF (or `timeout`, which fails the test).
 std::string read_to_eof(int fd, std::chrono::milliseconds timeout = 10s) {
@@ -96,14 +74,20 @@ std::string sha256_hex(const std::string& data) {
   return hex;
 }
 
+// Reads `fd` (the exec's socket, or the caller's end of it) to EOF and checks it carried `output`, then
+// that the command ends within 5 s with `exit_status`.
+void check_output_and_exit(SshExec& exec, int fd, const std::string& output, int exit_status) {
+  CHECK(read_to_eof(fd) == output);
+  REQUIRE(exec.wait(5s));
+  CHECK(exec.exit_status() == exit_status);
+}
+
 double process_cpu_seconds() {
   rusage usage{};
   ::getrusage(RUSAGE_SELF, &usage);
   auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6; };
   return seconds(usage.ru_utime) + seconds(usage.ru_stime);
 }
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 }  // namespace
 
@@ -124,9 +108,7 @@ TEST_CASE("ssh: connect, run and exec report output and exit status", "[ssh][int
   CHECK(session.run("test -x /no/such/file", 10s).exit_status == 1);
 
   SshExec exec = session.exec("echo hi; echo to-stderr >&2; exit 7");
-  CHECK(read_to_eof(exec.fd()) == "hi\n");
-  REQUIRE(exec.wait(5s));
-  CHECK(exec.exit_status() == 7);
+  check_output_and_exit(exec, exec.fd(), "hi\n", 7);
   CHECK(exec.exit_signal().empty());
   CHECK(exec.stderr_tail() == "to-stderr\n");
   CHECK(exec.failure().empty());
@@ -155,9 +137,7 @@ TEST_CASE("ssh: the exec bridge carries binary data and EOF both ways", "[ssh][i
   SECTION("the command's exit is the caller's EOF, while the caller still holds its write side") {
     SshExec exec = session.exec("head -c 4; exit 4");
     write_all(exec.fd(), "abcdEFGH");
-    CHECK(read_to_eof(exec.fd()) == "abcd");
-    REQUIRE(exec.wait(5s));
-    CHECK(exec.exit_status() == 4);
+    check_output_and_exit(exec, exec.fd(), "abcd", 4);
   }
 
   SECTION("a command killed by a signal has no exit status but a signal name") {
@@ -174,9 +154,7 @@ TEST_CASE("ssh: the exec bridge carries binary data and EOF both ways", "[ssh][i
     CHECK(exec.fd() == -1);
     write_all(mine.get(), "xyz");
     ::shutdown(mine.get(), SHUT_WR);
-    CHECK(read_to_eof(mine.get()) == "xyz");
-    REQUIRE(exec.wait(5s));
-    CHECK(exec.exit_status() == 0);
+    check_output_and_exit(exec, mine.get(), "xyz", 0);
   }
 
   SECTION("stderr keeps only its last 4 KiB") {
@@ -213,251 +191,7 @@ TEST_CASE("ssh: the exec bridge carries binary data and EOF both ways", "[ssh][i
     CHECK(session.run("echo side", 10s).out == "side\n");
     write_all(exec.fd(), "after");
     ::shutdown(exec.fd(), SHUT_WR);
-    CHECK(read_to_eof(exec.fd()) == "before after");
-    REQUIRE(exec.wait(5s));
-    CHECK(exec.exit_status() == 0);
-  }
-}
-
-TEST_CASE("ssh: ~/.ssh/config alias with HostName, Port, User and IdentityFile", "[ssh][integration]") {
-  SKIP_WITHOUT_SSHD();
-  SshdFixture sshd;
-  std::filesystem::create_directories(sshd.ssh_dir());
-  hvrun::testing::write_text(sshd.ssh_dir() / "config",
-                             "Host other\n  HostName 192.0.2.1\n\n"
-                             "Host trainer-*\n"
-                             "  HostName 127.0.0.1\n"
-                             "  Port " + std::to_string(sshd.port()) + "\n"
-                             "  User root\n"
-                             "  IdentityFile " + sshd.client_key().string() + "\n");
-  SshTarget target;
-  target.host = "trainer-7";
-  target.connect_timeout = 5s;
-  SshSession session = SshSession::connect(target);
-  CHECK(session.host() == "trainer-7");
-  CHECK(session.hostname() == "127.0.0.1");
-  CHECK(session.port() == sshd.port());
-  CHECK(session.user() == "root");
-  CHECK(session.run("echo ok", 10s).out == "ok\n");
-
-  // -p overrides the config's Port (here with a port where nothing listens).
-  int closed_port = hvrun::testing::free_port();
-  target.port = closed_port;
-  SshError e = connect_error(target);
-  CHECK(e.failure() == SshFailure::kConnectionRefused);
-  CHECK(e.port() == closed_port);
-  CHECK(contains(e.what(), "trainer-7: "));
-  CHECK(contains(e.what(), "port " + std::to_string(closed_port)));
-}
-
-TEST_CASE("ssh: hosts as OpenSSH takes them: '_' and upper case in aliases, ProxyJump", "[ssh][integration]") {
-  SKIP_WITHOUT_SSHD();
-  SshdFixture sshd;
-  std::filesystem::create_directories(sshd.ssh_dir());
-  const std::string reach = "  HostName 127.0.0.1\n  Port " + std::to_string(sshd.port()) + "\n  User root\n" +
-                            "  IdentityFile " + sshd.client_key().string() + "\n";
-  hvrun::testing::write_text(sshd.ssh_dir() / "config", "Host gpu_node1\n" + reach + "Host GPU-Node2\n" + reach +
-                                                            "Host jumped_node\n" + reach + "  ProxyJump gpu_node1\n" +
-                                                            "Host keyed_node\n" + reach +
-                                                            "  HostKeyAlias trainers-key\n");
-  SshTarget target;
-  target.connect_timeout = 5s;
-  for (const char* alias : {"gpu_node1", "GPU-Node2"}) {
-    INFO(alias);
-    target.host = alias;
-    SshSession session = SshSession::connect(target);
-    CHECK(session.host() == alias);
-    CHECK(session.hostname() == "127.0.0.1");
-    CHECK(session.run("echo ok", 10s).out == "ok\n");
-  }
-  // OpenSSH's Host patterns are case-sensitive: the lower-case name matches no alias and is dialled.
-  target.host = "gpu-node2";
-  target.connect_timeout = 2s;
-  SshError unmatched = connect_error(target);
-  CHECK(unmatched.failure() == SshFailure::kNameResolution);
-  CHECK(contains(unmatched.what(), "gpu-node2: cannot resolve host name 'gpu-node2'"));
-
-  // ProxyJump: the jump host's sshd sees two logins, the second a direct-tcpip channel's.
-  const auto logins = [&] {
-    const std::string log = hvrun::testing::read_text(sshd.log());
-    const std::string accepted = "Accepted publickey";
-    int n = 0;
-    for (auto at = log.find(accepted); at != std::string::npos; at = log.find(accepted, at + 1)) ++n;
-    return n;
-  };
-  const int before = logins();
-  target.host = "jumped_node";
-  target.connect_timeout = 10s;
-  SshSession jumped = SshSession::connect(target);
-  CHECK(jumped.run("echo via-jump", 10s).out == "via-jump\n");
-  CHECK(logins() == before + 2);
-
-  // HostKeyAlias: known_hosts records and checks the key under that name alone, as OpenSSH does.
-  target.host = "keyed_node";
-  SshSession::connect(target);
-  CHECK(contains(hvrun::testing::read_text(sshd.known_hosts()), "\ntrainers-key ssh-ed25519 "));
-  target.strict_host_key = true;
-  CHECK(SshSession::connect(target).run("echo keyed", 10s).out == "keyed\n");
-}
-
-TEST_CASE("ssh: a host name is resolved and each of its addresses tried", "[ssh][integration][resolver]") {
-  SKIP_WITHOUT_SSHD();
-  SshdFixture sshd;  // listens on 127.0.0.1 only: "localhost" may resolve to ::1 first, which refuses
-  SshTarget target = sshd.target();
-  target.host = "localhost";
-  SshSession session = SshSession::connect(target);
-  CHECK(session.run("echo ok", 10s).out == "ok\n");
-  CHECK(contains(hvrun::testing::read_text(sshd.known_hosts()), "[localhost]:" + std::to_string(sshd.port()) + " "));
-}
-
-TEST_CASE("ssh: a new host key is recorded in known_hosts as [host]:port", "[ssh][integration]") {
-  SKIP_WITHOUT_SSHD();
-  SshdFixture sshd;
-  REQUIRE_FALSE(std::filesystem::exists(sshd.known_hosts()));
-  SshSession::connect(sshd.target());
-  std::string known = hvrun::testing::read_text(sshd.known_hosts());
-  CHECK(contains(known, "[127.0.0.1]:" + std::to_string(sshd.port()) + " ssh-ed25519 "));
-  // Known now: strict checking accepts it, and nothing is added.
-  SshTarget strict = sshd.target();
-  strict.strict_host_key = true;
-  SshSession::connect(strict);
-  CHECK(hvrun::testing::read_text(sshd.known_hosts()) == known);
-}
-
-TEST_CASE("ssh: a changed host key is refused with the command that removes the old one", "[ssh][integration]") {
-  SKIP_WITHOUT_SSHD();
-  SshdFixture sshd;
-  SshSession::connect(sshd.target());
-  sshd.restart_with_new_host_key();
-  SshError e = connect_error(sshd.target());
-  CHECK(e.failure() == SshFailure::kHostKeyChanged);
-  CHECK(e.host() == "127.0.0.1");
-  CHECK(e.port() == sshd.port());
-  CHECK(std::string(e.what()) ==
-        "127.0.0.1: host key changed (possible man-in-the-middle); remove the old key with: "
-        "ssh-keygen -R '[127.0.0.1]:" +
-            std::to_string(sshd.port()) + "' -f " + sshd.known_hosts().string());
-}
-
-TEST_CASE("ssh: strict host key checking refuses an unknown host", "[ssh][integration]") {
-  SKIP_WITHOUT_SSHD();
-  SshdFixture sshd;
-  SshTarget target = sshd.target();
-  target.strict_host_key = true;
-  SshError e = connect_error(target);
-  CHECK(e.failure() == SshFailure::kHostKeyUnknown);
-  CHECK(contains(e.what(), "127.0.0.1: host key unknown"));
-  CHECK(contains(e.what(), "ssh-keyscan -p " + std::to_string(sshd.port()) + " 127.0.0.1 >> "));
-  CHECK_FALSE(std::filesystem::exists(sshd.known_hosts()));
-}
-
-TEST_CASE("ssh: a key the host does not accept fails fast with the fix", "[ssh][integration]") {
-  SKIP_WITHOUT_SSHD();
-  SshdFixture sshd;
-  auto stranger = sshd.dir() / "keys" / "stranger";
-  hvrun::testing::make_key(stranger);
-  SshTarget target = sshd.target();
-  target.identity_file = stranger.string();
-  auto start = Clock::now();
-  SshError e = connect_error(target);
-  auto took = Clock::now() - start;
-  CHECK(e.failure() == SshFailure::kAuthDenied);
-  CHECK(std::string(e.what()) == "127.0.0.1: permission denied (publickey); copy your key there (ssh-copy-id -p " +
-                                     std::to_string(sshd.port()) + " 127.0.0.1) or pass -i");
-  CHECK(took < 3s);
-}
-
-TEST_CASE("ssh: a missing -i file is named", "[ssh][integration]") {
-  SKIP_WITHOUT_SSHD();
-  SshdFixture sshd;
-  SshTarget target = sshd.target();
-  target.identity_file = (sshd.dir() / "keys" / "no-such-key").string();
-  SshError e = connect_error(target);
-  CHECK(e.failure() == SshFailure::kIdentityFile);
-  CHECK(contains(e.what(), target.identity_file));
-}
-
-TEST_CASE("ssh: network failures are classified and name host and port", "[ssh][integration][resolver]") {
-  SKIP_WITHOUT_SSHD();
-  SshdFixture sshd;  // for HOME only
-
-  SECTION("refused: nothing listens") {
-    SshTarget target = sshd.target();
-    target.port = hvrun::testing::free_port();
-    SshError e = connect_error(target);
-    CHECK(e.failure() == SshFailure::kConnectionRefused);
-    CHECK(contains(e.what(), "127.0.0.1: connection refused by 127.0.0.1 port " + std::to_string(*target.port)));
-  }
-
-  SECTION("name resolution") {
-    SshTarget target = sshd.target();
-    target.host = "no-such-host.invalid";
-    target.port = 2222;
-    SshError e = connect_error(target);
-    CHECK(e.failure() == SshFailure::kNameResolution);
-    CHECK(e.host() == "no-such-host.invalid");
-    CHECK(contains(e.what(), "no-such-host.invalid: cannot resolve host name 'no-such-host.invalid' (port 2222)"));
-  }
-
-  SECTION("timeout: SYNs dropped (a listener whose accept queue is full)") {
-    hvrun::UniqueFd listener(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof addr;
-    REQUIRE(::bind(listener.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-    REQUIRE(::listen(listener.get(), 0) == 0);
-    REQUIRE(::getsockname(listener.get(), reinterpret_cast<sockaddr*>(&addr), &len) == 0);
-    // Fill the queue (never accepted); Linux then drops further SYNs instead of refusing them.
-    std::vector<hvrun::UniqueFd> fillers;
-    for (int i = 0; i < 2; ++i) {
-      fillers.emplace_back(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-      (void)::connect(fillers.back().get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-    }
-    std::this_thread::sleep_for(50ms);
-    SshTarget target = sshd.target();
-    target.port = ntohs(addr.sin_port);
-    target.connect_timeout = 500ms;
-    auto start = Clock::now();
-    SshError e = connect_error(target);
-    INFO(e.what());
-    CHECK(Clock::now() - start < 3s);
-    CHECK(e.failure() == SshFailure::kConnectTimeout);
-    CHECK(contains(e.what(), "127.0.0.1: no answer from 127.0.0.1 port " + std::to_string(*target.port) +
-                                 " within 0.5 s"));
-  }
-
-  SECTION("an IPv6 literal is usable as a host (libssh needs it bracketed)") {
-    SshTarget target = sshd.target();
-    target.host = "::1";
-    target.port = hvrun::testing::free_port();
-    SshError e = connect_error(target);
-    INFO(e.what());
-    // Refused where ::1 exists, unreachable (EADDRNOTAVAIL) where IPv6 is off; never a config error.
-    CHECK((e.failure() == SshFailure::kConnectionRefused || e.failure() == SshFailure::kUnreachable));
-    CHECK(contains(e.what(), "::1: "));
-    CHECK(contains(e.what(), "[::1] port " + std::to_string(*target.port)));
-  }
-
-  SECTION("timeout: the port accepts TCP but never speaks SSH") {
-    hvrun::UniqueFd listener(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof addr;
-    REQUIRE(::bind(listener.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-    REQUIRE(::listen(listener.get(), 8) == 0);
-    REQUIRE(::getsockname(listener.get(), reinterpret_cast<sockaddr*>(&addr), &len) == 0);
-    SshTarget target = sshd.target();
-    target.port = ntohs(addr.sin_port);
-    target.connect_timeout = 500ms;
-    auto start = Clock::now();
-    SshError e = connect_error(target);
-    INFO(e.what());
-    CHECK(Clock::now() - start < 3s);
-    CHECK(e.failure() == SshFailure::kConnectTimeout);
-    CHECK(contains(e.what(), "127.0.0.1: no SSH answer from 127.0.0.1 port " + std::to_string(*target.port) +
-                                 " within 0.5 s"));
+    check_output_and_exit(exec, exec.fd(), "before after", 0);
   }
 }
 
