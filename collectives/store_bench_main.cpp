@@ -26,6 +26,7 @@
 #include "agent/wire/job_secret.hpp"
 #include "agent/store_server.hpp"
 #include "hvrun/communicator.hpp"
+#include "collectives/loopback_ranks.hpp"
 #include "collectives/store_client.hpp"
 
 extern char** environ;
@@ -111,16 +112,9 @@ double rendezvous(const ServedStore& store, int ranks, int round) {
 double gloo_mesh(const ServedStore& store, int ranks, int round) {
   std::barrier connected(ranks);
   return timed_ranks(ranks, [&](int r) {
-    hvrun::CommunicatorOptions o;
-    o.rank = r;
-    o.size = ranks;
-    o.local_rank = r;
-    o.local_size = ranks;
-    o.iface = "lo";
-    o.address = "127.0.0.1";
-    o.store = std::make_shared<hvrun::StoreClient>(store.client_options());
+    hvrun::CommunicatorOptions o =
+        hvrun::bench::loopback_rank_options(r, ranks, store.client_options(), std::chrono::seconds(60));
     o.store_prefix = "mesh" + std::to_string(round) + "/";
-    o.timeout = std::chrono::seconds(60);
     hvrun::Communicator comm(o);
     connected.arrive_and_wait();  // nobody tears its pairs down while others still connect
   });

@@ -57,12 +57,7 @@ std::optional<IpSubnet> IpSubnet::parse(std::string_view text, std::string* why)
   if (prefix < 0 || prefix > limit) {
     return fail("prefix length " + std::string(bits) + " is out of range 0.." + std::to_string(limit));
   }
-  IpSubnet s;
-  s.ipv6_ = address->ipv6;
-  s.prefix_ = prefix;
-  s.bytes_ = address->bytes;
-  mask(s.bytes_, prefix);
-  return s;
+  return of(addr, prefix);  // valid by now: of() builds and masks it
 }
 
 std::optional<IpSubnet> IpSubnet::of(std::string_view address, int prefix_length) {

@@ -100,12 +100,9 @@ source "$root/scripts/lib/packages.sh"
 # shellcheck source=lib/bench_doc.sh
 source "$root/scripts/lib/bench_doc.sh"
 ensure_packages bench.sh "${bench_packages[@]}"
+ensure_built bench.sh "$build" cmd/hvrun cmd/hvrun-agent collectives/hvrun-store-bench
 hvrun=$build/cmd/hvrun
 store_bench=$build/collectives/hvrun-store-bench
-if [[ ! -x $hvrun || ! -x $build/cmd/hvrun-agent || ! -x $store_bench ]]; then
-  say "hvrun is not built in $build; running scripts/setup.sh"
-  BUILD_DIR=$build "$root/scripts/setup.sh"
-fi
 
 work=$(mktemp -d /tmp/hvrun-bench.XXXXXX)
 home=$work/home # HOME on host 0: a fresh ~/.ssh (hvrun records the lab's host keys there)

@@ -80,13 +80,9 @@ packages=(
 source "$root/scripts/lib/packages.sh"
 ensure_packages bench_allreduce.sh "${packages[@]}"
 
+ensure_built bench_allreduce.sh "$build_dir" cmd/hvrun cmd/hvrun-agent collectives/hvrun-allreduce-bench
 hvrun=$build_dir/cmd/hvrun
 bench=$build_dir/collectives/hvrun-allreduce-bench
-if [[ ! -x $hvrun || ! -x $build_dir/cmd/hvrun-agent || ! -x $bench ]]; then
-  say "hvrun is not built in $build_dir; building it with scripts/setup.sh"
-  BUILD_DIR=$build_dir "$root/scripts/setup.sh"
-fi
-for f in "$hvrun" "$build_dir/cmd/hvrun-agent" "$bench"; do [[ -x $f ]] || die "$f is missing after the build"; done
 # Absolute paths: the commands run from inside the lab hosts.
 hvrun=$(realpath "$hvrun")
 bench=$(realpath "$bench")

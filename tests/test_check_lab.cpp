@@ -49,10 +49,7 @@ std::vector<std::string> chromium(const fs::path& profile, std::vector<std::stri
 }  // namespace
 
 TEST_CASE("check-only output stays readable at 12 and 32 lab hosts and shows a one-way firewall", "[lab][check_lab]") {
-  if (auto why = Lab::unavailable_reason()) {
-    WARN(*why);
-    return;
-  }
+  HVRUN_SKIP_WITHOUT_LAB();
   Lab lab(32);
   TempHome home;
   const auto names = lab.list("LAB_HOSTS");

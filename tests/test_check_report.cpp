@@ -10,12 +10,7 @@
 
 using hvrun::CheckInput;
 using hvrun::CheckReport;
-using hvrun::NicFilter;
-using hvrun::ProbeOutcome;
-using hvrun::ProbeTarget;
-using hvrun::test::fabric_name;
-using hvrun::test::lab_hosts;
-using hvrun::test::lab_probe;
+using namespace hvrun::test::trap_lab;
 using Catch::Contains;
 using nlohmann::json;
 using Strings = std::vector<std::string>;

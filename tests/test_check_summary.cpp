@@ -21,14 +21,10 @@
 using Catch::Contains;
 using hvrun::CheckInput;
 using hvrun::CheckReport;
-using hvrun::HostInventory;
+using namespace hvrun::test::trap_lab;
 using hvrun::InterfaceInfo;
-using hvrun::ProbeOutcome;
-using hvrun::ProbeTarget;
-using hvrun::test::fabric_name;
 using hvrun::test::first_lines;
 using hvrun::test::lines_of;
-using hvrun::test::make_nic;
 using hvrun::test::widest;
 using Strings = std::vector<std::string>;
 

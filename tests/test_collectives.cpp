@@ -12,6 +12,7 @@
 
 #include "agent/wire/error.hpp"
 #include "collectives/bench_plan.hpp"
+#include "collectives/loopback_ranks.hpp"
 #include "hvrun/communicator.hpp"
 #include "hvrun/collectives.h"
 #include "collectives/rank_contract.hpp"
@@ -26,17 +27,7 @@ namespace {
 
 CommunicatorOptions rank_options(const ServedStore& served, int rank, int size,
                                  std::chrono::milliseconds timeout = 20s) {
-  CommunicatorOptions o;
-  o.rank = rank;
-  o.size = size;
-  o.local_rank = rank;
-  o.local_size = size;
-  o.iface = "lo";
-  o.address = "127.0.0.1";
-  o.hostname = "localhost";
-  o.store = std::make_shared<StoreClient>(served.client_options(timeout));
-  o.timeout = timeout;
-  return o;
+  return bench::loopback_rank_options(rank, size, served.client_options(timeout), timeout);
 }
 
 // Runs body(comm) on `size` threads, one Communicator each; rethrows the first rank's exception.

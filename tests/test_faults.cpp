@@ -107,10 +107,7 @@ struct FaultJob {
 }  // namespace
 
 TEST_CASE("fault catalogue: every fault ends the job cleanly, says why, and leaves nothing", "[lab][faults]") {
-  if (auto why = Lab::unavailable_reason()) {
-    WARN(*why);
-    return;
-  }
+  HVRUN_SKIP_WITHOUT_LAB();
   Lab lab(3);
   TempHome home;
   const std::string h1 = lab.host(1), h2 = lab.host(2);

@@ -15,10 +15,7 @@ using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
 TEST_CASE("hosts as users have them: bytes, -x, across lab hosts", "[lab][hosts]") {
-  if (auto why = Lab::unavailable_reason()) {
-    WARN(*why);
-    return;
-  }
+  HVRUN_SKIP_WITHOUT_LAB();
   // Docker hosts: 40 container veths on docker0 per host, with only link-local addresses.
   Lab lab(3, Lab::default_prefix(), {"LAB_CONTAINER_VETHS=40"});
   TempHome home;

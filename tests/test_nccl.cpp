@@ -10,6 +10,7 @@
 
 #include "agent/wire/error.hpp"
 #include "hvrun/communicator.hpp"
+#include "collectives/loopback_ranks.hpp"
 #include "collectives/store_client.hpp"
 #include "tests/support/served_store.hpp"
 
@@ -46,17 +47,7 @@ namespace {
 }
 
 [[maybe_unused]] CommunicatorOptions rank_options(const ServedStore& served, int rank, int size) {
-  CommunicatorOptions o;
-  o.rank = rank;
-  o.size = size;
-  o.local_rank = rank;
-  o.local_size = size;
-  o.iface = "lo";
-  o.address = "127.0.0.1";
-  o.hostname = "localhost";
-  o.store = std::make_shared<StoreClient>(served.client_options(20s));
-  o.timeout = 20s;
-  return o;
+  return hvrun::bench::loopback_rank_options(rank, size, served.client_options(20s), 20s);
 }
 
 #if HVRUN_HAVE_NCCL

@@ -7,17 +7,10 @@
 #include "launcher/nic_selector.hpp"
 #include "tests/support/nic_lab.hpp"
 
-using hvrun::HostInventory;
+using namespace hvrun::test::trap_lab;
 using hvrun::HostSelection;
-using hvrun::NicFilter;
 using hvrun::NicVerdict;
-using hvrun::ProbeOutcome;
-using hvrun::ProbeTarget;
 using hvrun::SkipReason;
-using hvrun::test::fabric_name;
-using hvrun::test::lab_hosts;
-using hvrun::test::lab_probe;
-using hvrun::test::make_nic;
 using Catch::Contains;
 using Strings = std::vector<std::string>;
 

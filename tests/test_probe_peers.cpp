@@ -11,13 +11,7 @@
 #include "launcher/probe_peers.hpp"
 #include "tests/support/nic_lab.hpp"
 
-using hvrun::HostInventory;
-using hvrun::ProbeOutcome;
-using hvrun::ProbeResult;
-using hvrun::ProbeTarget;
-using hvrun::test::lab_hosts;
-using hvrun::test::lab_probe;
-using hvrun::test::make_nic;
+using namespace hvrun::test::trap_lab;
 using Probers = std::vector<std::vector<std::size_t>>;
 
 namespace {

@@ -11,13 +11,8 @@
 #include "launcher/probe_round.hpp"
 #include "tests/support/nic_lab.hpp"
 
-using hvrun::ProbeOutcome;
-using hvrun::ProbeResult;
+using namespace hvrun::test::trap_lab;
 using hvrun::ProbeRound;
-using hvrun::ProbeTarget;
-using hvrun::test::fabric_name;
-using hvrun::test::lab_hosts;
-using hvrun::test::lab_probe;
 
 namespace {
 

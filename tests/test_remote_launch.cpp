@@ -17,10 +17,7 @@ using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
 TEST_CASE("remote launch across three lab hosts", "[lab]") {
-  if (auto why = Lab::unavailable_reason()) {
-    WARN(*why);
-    return;
-  }
+  HVRUN_SKIP_WITHOUT_LAB();
   Lab lab(3);
   TempHome home;
   const std::string h1 = lab.host(1), h2 = lab.host(2);
@@ -57,10 +54,7 @@ TEST_CASE("remote launch across three lab hosts", "[lab]") {
 }
 
 TEST_CASE("SSH set-up on the lab: config aliases, missing agents, host keys, unauthorized keys", "[lab]") {
-  if (auto why = Lab::unavailable_reason()) {
-    WARN(*why);
-    return;
-  }
+  HVRUN_SKIP_WITHOUT_LAB();
   Lab lab(3);
   TempHome home;
   const std::string h1 = lab.host(1), h2 = lab.host(2);

@@ -44,10 +44,7 @@ std::string slurp(const fs::path& p) {
 }  // namespace
 
 TEST_CASE("remote shell (--rsh-agent): agents started by a command, no sshd, same launch and teardown", "[lab]") {
-  if (auto why = Lab::unavailable_reason()) {
-    WARN(*why);
-    return;
-  }
+  HVRUN_SKIP_WITHOUT_LAB();
   Lab lab(3);
   TempHome home;
   const std::string h0 = lab.host(0), h1 = lab.host(1), h2 = lab.host(2);

@@ -59,10 +59,7 @@ bool others_may(const fs::path& p, fs::perms what) { return (fs::status(p).permi
 }  // namespace
 
 TEST_CASE("the job secret stays on the channel: not in argv, environments, output or files", "[lab][security]") {
-  if (auto why = Lab::unavailable_reason()) {
-    WARN(*why);
-    return;
-  }
+  HVRUN_SKIP_WITHOUT_LAB();
   Lab lab(2);
   TempHome home;
   const std::string h1 = lab.host(1);

@@ -18,3 +18,23 @@ ensure_packages() {
   DEBIAN_FRONTEND=noninteractive apt-get update -q
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
 }
+
+# ensure_built WHO BUILD_DIR PROGRAM...: builds hvrun with scripts/setup.sh (BUILD_DIR=BUILD_DIR) when any
+# PROGRAM (a path under BUILD_DIR, such as cmd/hvrun) is not there yet; exits 1 naming WHO and the
+# program when one is still missing after the build.
+ensure_built() {
+  local who=$1 build=$2 p
+  shift 2
+  local scripts
+  scripts=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+  for p in "$@"; do
+    if [[ ! -x $build/$p ]]; then
+      echo "$who: hvrun is not built in $build; building it with scripts/setup.sh" >&2
+      BUILD_DIR=$build "$scripts/setup.sh"
+      break
+    fi
+  done
+  for p in "$@"; do
+    [[ -x $build/$p ]] || { echo "$who: error: $build/$p is missing after the build" >&2; exit 1; }
+  done
+}

@@ -6,6 +6,16 @@
 #include <string>
 #include <vector>
 
+// The first line of a lab test case: where lab tests cannot run (Lab::unavailable_reason) it warns
+// "skipped: <why>" (ctest shows the case skipped) and returns. Needs Catch2's WARN in the test file.
+#define HVRUN_SKIP_WITHOUT_LAB()                                          \
+  do {                                                                    \
+    if (auto hvrun_lab_why = ::hvrun::test::Lab::unavailable_reason()) { \
+      WARN(*hvrun_lab_why);                                               \
+      return;                                                             \
+    }                                                                     \
+  } while (0)
+
 namespace hvrun::test {
 
 class Lab {

@@ -33,4 +33,18 @@ using ProbeOverride = std::function<std::optional<ProbeOutcome>(std::size_t from
 std::vector<ProbeResult> lab_probe(const std::vector<HostInventory>& hosts, const std::vector<ProbeTarget>& targets,
                                    const ProbeOverride& override = {});
 
+// The names the tests of the synthetic trap lab use, declared once: such a test says
+// `using namespace hvrun::test::trap_lab;`.
+namespace trap_lab {
+using hvrun::HostInventory;
+using hvrun::NicFilter;
+using hvrun::ProbeOutcome;
+using hvrun::ProbeResult;
+using hvrun::ProbeTarget;
+using hvrun::test::fabric_name;
+using hvrun::test::lab_hosts;
+using hvrun::test::lab_probe;
+using hvrun::test::make_nic;
+}  // namespace trap_lab
+
 }  // namespace hvrun::test
