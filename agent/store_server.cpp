@@ -18,6 +18,7 @@
 #include "agent/wire/duration_text.hpp"
 #include "agent/wire/error.hpp"
 #include "agent/wire/frame_codec.hpp"
+#include "agent/wire/invariant.hpp"
 #include "agent/tcp_listener.hpp"
 
 namespace hvrun {
@@ -224,6 +225,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   // Answers the pending get/wait if every key exists; otherwise watches the missing ones.
   void try_complete() {
+    HVRUN_INVARIANT(pending_.has_value());  // called only while a get/wait is pending
     const store::Message& req = *pending_;
     bool complete = true;
     for (const auto& key : req.items) {

@@ -13,6 +13,7 @@
 #include "launcher/check_summary.hpp"
 #include "launcher/host_names.hpp"
 #include "launcher/verdict_groups.hpp"
+#include "agent/wire/invariant.hpp"
 
 namespace hvrun {
 
@@ -110,6 +111,7 @@ std::string matrix_table(const CheckInput& in, const NicPick& pick, const std::s
         titles.resize(12);
         titles.push_back("and " + std::to_string(more) + " more");
       }
+      HVRUN_INVARIANT(worst != nullptr);  // groups are never empty
       if (titles.empty()) titles.push_back(labels[r] + " -> " + labels[c] + ": ok");
       std::string title;
       for (const auto& t : titles) title += (title.empty() ? "" : "\n") + t;

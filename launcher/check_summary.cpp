@@ -9,6 +9,7 @@
 #include "launcher/host_names.hpp"
 #include "launcher/text_layout.hpp"
 #include "launcher/verdict_groups.hpp"
+#include "agent/wire/invariant.hpp"
 
 namespace hvrun {
 
@@ -92,8 +93,12 @@ void collect_traps(const CheckInput& in, std::vector<Trap>& probed, std::vector<
       Trap& t = probed[it->second];
       t.hosts.push_back(h.host);
       t.addresses.insert(v.address);
-      if (none)
-        for (const PeerView& p : v.peers) t.outcomes.insert(*p.outcome);
+      if (none) {
+        for (const PeerView& p : v.peers) {
+          HVRUN_INVARIANT(p.outcome.has_value());  // reached_by_none: every peer probed it
+          t.outcomes.insert(*p.outcome);
+        }
+      }
       t.words = none ? trap_words(in, t, v) : verdict_words(in, v);
     }
     for (const SkippedNic& s : h.selection.skipped) {

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "agent/wire/error.hpp"
+#include "agent/wire/invariant.hpp"
 #include "launcher/agent_starter.hpp"
 
 namespace hvrun {
@@ -23,6 +24,7 @@ struct Connector::Mailbox {
                std::string error) {
     std::lock_guard lock(mutex);
     if (!open) return;
+    HVRUN_INVARIANT(io != nullptr);  // set by the Connector that made this mailbox
     boost::asio::post(*io, [self, index, agent = std::move(agent), error = std::move(error)]() mutable {
       OnConnected callback;
       {

@@ -10,6 +10,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "agent/wire/error.hpp"
+#include "agent/wire/invariant.hpp"
 
 namespace hvrun {
 
@@ -283,8 +284,11 @@ void HorovodTuning::validate() const {
 
 std::vector<std::pair<std::string, std::string>> HorovodTuning::environment() const {
   const auto autotune = get("autotune");
-  const bool autotuning = autotune && std::get<bool>(*autotune);
   const auto timeline = get("timeline_filename");
+  // set() stores each knob as its Kind: a bool for kBool, text for kText.
+  HVRUN_INVARIANT(!autotune || std::holds_alternative<bool>(*autotune));
+  HVRUN_INVARIANT(!timeline || std::holds_alternative<std::string>(*timeline));
+  const bool autotuning = autotune && std::get<bool>(*autotune);
   const bool timeline_on = timeline && !std::get<std::string>(*timeline).empty();
   std::vector<std::pair<std::string, std::string>> env;
   for (const Knob& k : kKnobs) {
