@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "agent/wire/duration_text.hpp"
+#include "agent/wire/io_sizes.hpp"
 #include "agent/wire/error.hpp"
 #include "agent/wire/frame_codec.hpp"
 #include "agent/wire/invariant.hpp"
@@ -27,8 +28,6 @@ namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 
 namespace {
-
-constexpr std::size_t kReadChunk = 64 * 1024;
 
 // The value `add` keeps: a decimal integer, as c10d's TCPStore keeps it, so `get` shows it plainly.
 std::optional<std::int64_t> parse_counter(const std::string& text) {
@@ -122,7 +121,7 @@ class Session : public std::enable_shared_from_this<Session> {
       self->decoder_.feed(std::string_view(self->buffer_.data(), n));
       // Bytes pile up only while a request waits or a reply is being written: a client that keeps
       // sending then is not ours (ours wait for each reply), so memory stays bounded by one message.
-      if (self->decoder_.buffered() > self->max_payload() + kFrameHeaderSize + kReadChunk)
+      if (self->decoder_.buffered() > self->max_payload() + kFrameHeaderSize + kIoChunk)
         return self->close("sent more than one message without waiting for the reply", false);
       self->process();
       self->read_more();
@@ -313,7 +312,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::uint64_t timer_generation_ = 0;
   std::string peer_;
   FrameDecoder decoder_;
-  std::array<char, kReadChunk> buffer_{};
+  std::array<char, kIoChunk> buffer_{};
   std::deque<std::string> out_;
   std::string nonce_;
   std::optional<store::Message> pending_;

@@ -9,7 +9,6 @@
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/prefix_store.h>
 #include <gloo/transport/tcp/device.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -17,6 +16,7 @@
 #include <sstream>
 
 #include "agent/wire/error.hpp"
+#include "agent/wire/local_hostname.hpp"
 #include "collectives/collectives_log.hpp"
 #include "collectives/gloo_store.hpp"
 #include "collectives/store_client.hpp"
@@ -45,12 +45,6 @@ void with_type(DataType type, const char* what, F&& f) {
   if (visit_host_type(type, std::forward<F>(f))) return;
   throw UsageError(std::string(what) + ": " + data_type_name(type) +
                    " is supported on GPU buffers (NCCL) only, not by the Gloo (CPU) path");
-}
-
-std::string local_hostname() {
-  char name[256] = {};
-  if (::gethostname(name, sizeof name - 1) != 0) throw_errno("gethostname");
-  return name;
 }
 
 std::string ranks_text(const std::vector<int>& ranks) {

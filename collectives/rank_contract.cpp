@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "agent/wire/error.hpp"
+#include "agent/wire/rank_contract_names.hpp"
 
 namespace hvrun {
 
@@ -16,17 +17,17 @@ struct Variable {
 };
 
 // Every variable the collectives read, in one place (NCCL_PARAM's idea).
-constexpr Variable kRank{"HVRUN_RANK", true, "this rank, 0..HVRUN_SIZE-1"};
-constexpr Variable kSize{"HVRUN_SIZE", true, "number of ranks"};
-constexpr Variable kLocalRank{"HVRUN_LOCAL_RANK", true, "rank among this host's ranks"};
-constexpr Variable kLocalSize{"HVRUN_LOCAL_SIZE", true, "number of ranks on this host"};
-constexpr Variable kIface{"HVRUN_IFACE", false, "NIC chosen for this host"};
-constexpr Variable kAddr{"HVRUN_ADDR", false, "this host's address on that NIC"};
-constexpr Variable kHostname{"HVRUN_HOSTNAME", false, "this host's name, for messages"};
-constexpr Variable kStoreAddr{"HVRUN_STORE_ADDR", true, "address of the job's rendezvous store"};
-constexpr Variable kStorePort{"HVRUN_STORE_PORT", true, "its port"};
-constexpr Variable kStoreToken{"HVRUN_STORE_TOKEN", true, "the job's store token"};
-constexpr Variable kTimeout{"HVRUN_COLLECTIVE_TIMEOUT", false,
+constexpr Variable kRank{rank_contract::kRank, true, "this rank, 0..HVRUN_SIZE-1"};
+constexpr Variable kSize{rank_contract::kSize, true, "number of ranks"};
+constexpr Variable kLocalRank{rank_contract::kLocalRank, true, "rank among this host's ranks"};
+constexpr Variable kLocalSize{rank_contract::kLocalSize, true, "number of ranks on this host"};
+constexpr Variable kIface{rank_contract::kIface, false, "NIC chosen for this host"};
+constexpr Variable kAddr{rank_contract::kAddr, false, "this host's address on that NIC"};
+constexpr Variable kHostname{rank_contract::kHostname, false, "this host's name, for messages"};
+constexpr Variable kStoreAddr{rank_contract::kStoreAddr, true, "address of the job's rendezvous store"};
+constexpr Variable kStorePort{rank_contract::kStorePort, true, "its port"};
+constexpr Variable kStoreToken{rank_contract::kStoreToken, true, "the job's store token"};
+constexpr Variable kTimeout{rank_contract::kCollectiveTimeout, false,
                             "seconds the rendezvous and each collective may take (default 300)"};
 
 std::string missing_text(const Variable& v) {

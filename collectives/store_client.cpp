@@ -13,6 +13,7 @@
 #include "agent/wire/duration_text.hpp"
 #include "agent/wire/error.hpp"
 #include "agent/wire/frame_codec.hpp"
+#include "agent/wire/io_sizes.hpp"
 #include "agent/wire/store_protocol.hpp"
 
 namespace hvrun {
@@ -55,7 +56,7 @@ struct StoreClient::Impl {
   asio::io_context io;
   std::optional<tcp::socket> socket;
   std::optional<FrameDecoder> decoder;
-  std::array<char, 64 * 1024> buffer{};
+  std::array<char, kIoChunk> buffer{};
 
   std::string where() const { return "store at " + endpoint; }
 

@@ -16,16 +16,6 @@ namespace hvrun {
 
 namespace {
 
-std::string join(const std::vector<std::string>& items, const std::string& sep = ", ") {
-  std::string out;
-  for (const auto& s : items) out += (out.empty() ? "" : sep) + s;
-  return out;
-}
-
-std::string pad(const std::string& s, std::size_t width) {
-  return s.size() >= width ? s : s + std::string(width - s.size(), ' ');
-}
-
 const NicVerdict* verdict_of(const HostSelection& sel, const std::string& iface) {
   for (const auto& v : sel.nics)
     if (v.iface == iface) return &v;
@@ -45,7 +35,7 @@ bool is_selected(const HostSelection& sel, const std::string& iface) {
 std::string peer_words(const NicVerdict& v) {
   std::vector<std::string> words;
   for (const auto& p : v.peers) words.push_back(p.peer_host + " " + (p.outcome ? to_string(*p.outcome) : "not-probed"));
-  return join(words);
+  return join_words(words);
 }
 
 // The NICs that would be candidates on a host (up, running, loopback only on a single host), for
@@ -91,7 +81,7 @@ ToolSettings CheckReport::settings() const {
     return std::all_of(in_.hosts.begin(), in_.hosts.end(),
                        [&](const HostCheck& h) { return selects_exactly(f, h, in_.single_host); });
   };
-  const NicFilter by_name = NicFilter::parse({join(names, ",")});
+  const NicFilter by_name = NicFilter::parse({join_words(names, ",")});
   if (!exact_everywhere(by_name) && out.shared_subnet) {
     const NicFilter by_subnet = NicFilter::parse({out.shared_subnet->text()});
     if (exact_everywhere(by_subnet)) {
@@ -120,7 +110,7 @@ std::string CheckReport::listing() const {
       addr_w = std::max(addr_w, v.address.size());
     }
     for (const auto& v : h.selection.nics) {
-      std::string line = "  " + pad(v.iface, name_w) + "  " + pad(v.address, addr_w);
+      std::string line = "  " + pad_right(v.iface, name_w) + "  " + pad_right(v.address, addr_w);
       const std::string words = peer_words(v);
       if (!words.empty()) line += "  " + words;
       line += v.usable ? (is_selected(h.selection, v.iface) ? "  -> selected" : "  usable") : "  UNUSABLE";
@@ -130,7 +120,7 @@ std::string CheckReport::listing() const {
     if (!h.selection.skipped.empty()) {
       std::vector<std::string> items;
       for (const auto& s : h.selection.skipped) items.push_back(s.iface + " (" + s.why + ")");
-      out += "  not considered: " + join(items) + "\n";
+      out += "  not considered: " + join_words(items) + "\n";
     }
   }
 
@@ -138,7 +128,7 @@ std::string CheckReport::listing() const {
   std::size_t host_w = 0;
   for (const HostCheck& h : in_.hosts) host_w = std::max(host_w, h.host.size());
   for (const HostCheck& h : in_.hosts) {
-    out += "  " + pad(h.host, host_w) + "  ";
+    out += "  " + pad_right(h.host, host_w) + "  ";
     if (h.ssh_error) {
       out += "none: ssh failed\n";
     } else if (!h.selection.selected) {
@@ -159,7 +149,7 @@ std::string CheckReport::listing() const {
     out += "  NCCL_SOCKET_IFNAME=" + *distinct.begin() + " (every host)\n";
   } else {
     for (const auto& [host, value] : s.nccl)
-      out += "  " + pad(host + ":", host_w + 1) + " NCCL_SOCKET_IFNAME=" + value + "\n";
+      out += "  " + pad_right(host + ":", host_w + 1) + " NCCL_SOCKET_IFNAME=" + value + "\n";
   }
   if (s.shared_subnet) {
     const std::string cidr = s.shared_subnet->text();
@@ -258,11 +248,11 @@ std::string CheckReport::why_unusable() const {
       std::vector<std::string> items;
       for (const auto& s : h.selection.skipped) items.push_back(s.iface + ": " + s.why);
       out += "no usable NIC on " + h.host + ": no NIC to probe (" +
-             (items.empty() ? std::string("it reported none with an IP address") : join(items, "; ")) + ")\n";
+             (items.empty() ? std::string("it reported none with an IP address") : join_words(items, "; ")) + ")\n";
     } else {
       std::vector<std::string> reasons;
       for (const auto& v : h.selection.nics) reasons.push_back(v.iface + " " + v.address + ": " + v.reason);
-      out += "no usable NIC on " + h.host + ": " + join(reasons, "; ") + "\n";
+      out += "no usable NIC on " + h.host + ": " + join_words(reasons, "; ") + "\n";
     }
     // Peers that failed to reach a NIC which other peers did reach: the path between them is blocked.
     std::set<std::string> blocked;
@@ -277,7 +267,7 @@ std::string CheckReport::why_unusable() const {
     }
     if (!blocked.empty()) {
       hints.push_back("check firewalls between " + h.host + " and " +
-                      join(std::vector<std::string>(blocked.begin(), blocked.end())) + " (both directions)");
+                      join_words(std::vector<std::string>(blocked.begin(), blocked.end())) + " (both directions)");
     } else if (!h.selection.nics.empty() && !reached_by_any) {
       hints.push_back("no other host reached any NIC of " + h.host + ": check that it shares a network with them " +
                       "and that its firewall lets TCP in from them");
@@ -287,9 +277,9 @@ std::string CheckReport::why_unusable() const {
     }
   }
   if (!left_out_all.empty()) {
-    hints.push_back("try --network-interface with one of " + join(left_out_all) + ", or without it (it left them out)");
+    hints.push_back("try --network-interface with one of " + join_words(left_out_all) + ", or without it (it left them out)");
   }
-  if (!hints.empty()) out += "what to try: " + join(hints, "; ") + "\n";
+  if (!hints.empty()) out += "what to try: " + join_words(hints, "; ") + "\n";
   return out;
 }
 

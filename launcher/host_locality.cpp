@@ -1,40 +1,22 @@
 #include "launcher/host_locality.hpp"
 
-#include <arpa/inet.h>
-#include <ifaddrs.h>
 #include <netdb.h>
-#include <netinet/in.h>
-#include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
-#include <memory>
 #include <set>
 
-#include "agent/wire/error.hpp"
+#include "agent/wire/interface_list.hpp"
+#include "agent/wire/local_hostname.hpp"
 #include "launcher/name_lookup.hpp"
 
 namespace hvrun {
 
 namespace {
 
-std::string address_text(const sockaddr* sa) {
-  char buf[INET6_ADDRSTRLEN] = {};
-  if (sa->sa_family == AF_INET)
-    ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(sa)->sin_addr, buf, sizeof buf);
-  else if (sa->sa_family == AF_INET6)
-    ::inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr, buf, sizeof buf);
-  return buf;
-}
-
+// This machine's addresses, link-local ones without their scope (a resolved name carries none).
 std::set<std::string> own_addresses() {
-  ifaddrs* list = nullptr;
-  if (::getifaddrs(&list) != 0) throw_errno("getifaddrs", "finding this machine's addresses");
-  std::unique_ptr<ifaddrs, decltype(&::freeifaddrs)> guard(list, &::freeifaddrs);
   std::set<std::string> out;
-  for (ifaddrs* a = list; a != nullptr; a = a->ifa_next)
-    if (a->ifa_addr != nullptr && (a->ifa_addr->sa_family == AF_INET || a->ifa_addr->sa_family == AF_INET6))
-      out.insert(address_text(a->ifa_addr));
+  for (const InterfaceInfo& nic : list_interfaces())
+    for (const std::string& a : nic.addresses) out.insert(a.substr(0, a.find('%')));
   return out;
 }
 
@@ -46,8 +28,7 @@ bool is_loopback_name(const std::string& name) {
 
 std::vector<bool> find_local_hosts(const std::vector<std::string>& names, std::chrono::milliseconds timeout) {
   std::vector<bool> local(names.size(), false);
-  char self[256] = {};
-  if (::gethostname(self, sizeof self - 1) != 0) throw_errno("gethostname");
+  const std::string self = local_hostname();
 
   // All names resolve at once, each waited for until the one deadline; one still resolving then is
   // left to the resolver (NameLookup).

@@ -143,16 +143,6 @@ bool NicFilter::selects_any(const std::vector<InterfaceInfo>& nics) const {
          std::any_of(nics.begin(), nics.end(), [&](const InterfaceInfo& n) { return order(n).has_value(); });
 }
 
-std::vector<std::string> NicFilter::unmatched_names(const std::vector<InterfaceInfo>& nics) const {
-  std::vector<std::string> out;
-  for (const Item& x : includes_) {
-    if (x.kind == Kind::kSubnet) continue;
-    if (std::none_of(nics.begin(), nics.end(), [&](const InterfaceInfo& n) { return matches(x, n); }))
-      out.push_back(item_text(x));
-  }
-  return out;
-}
-
 std::vector<std::string> NicFilter::inclusions() const {
   std::vector<std::string> out;
   for (const Item& x : includes_) out.push_back(item_text(x));

@@ -58,10 +58,6 @@ class NicFilter {
   // Every inclusion as values() writes it ("eth", "=ib0", "10.0.0.0/24"), in order.
   std::vector<std::string> inclusions() const;
 
-  // Name inclusions (prefixes and exact names, as written by values()) that no NIC of `nics` matches.
-  // Subnets are not names and are never listed.
-  std::vector<std::string> unmatched_names(const std::vector<InterfaceInfo>& nics) const;
-
   // Canonical values, one per flag: inclusions in order, then exclusions, each item with all its marks,
   // as few values as the marking rule allows. parse(values()) == *this.
   std::vector<std::string> values() const;

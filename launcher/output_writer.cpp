@@ -38,7 +38,7 @@ void OutputWriter::write(int fd, std::string bytes) {
     std::lock_guard lock(mutex_);
     if (std::find(broken_.begin(), broken_.end(), fd) != broken_.end()) return;
     queued_ += bytes.size();
-    if (queued_ >= kHighWater) was_congested_ = true;
+    if (queued_ >= kQueueHighWater) was_congested_ = true;
     queue_.push_back(Chunk{fd, std::move(bytes)});
   }
   wake_.notify_one();
@@ -82,7 +82,7 @@ void OutputWriter::run(std::stop_token stop) {
       std::lock_guard lock(mutex_);
       if (!written && !stop.stop_requested()) broken_.push_back(chunk.fd);
       queued_ -= chunk.bytes.size();
-      if (was_congested_ && queued_ < kLowWater) {
+      if (was_congested_ && queued_ < kQueueLowWater) {
         was_congested_ = false;
         relieved = on_relieved_;
       }

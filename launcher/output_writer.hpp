@@ -19,15 +19,14 @@
 #include <thread>
 #include <vector>
 
+#include "agent/wire/io_sizes.hpp"
+
 namespace hvrun {
 
 class OutputWriter {
  public:
-  static constexpr std::size_t kHighWater = 4u << 20;
-  static constexpr std::size_t kLowWater = 1u << 20;
-
-  // `on_relieved` runs on the writer's thread each time the queue falls below the low-water mark
-  // after having reached the high-water mark.
+  // `on_relieved` runs on the writer's thread each time the queue falls below kQueueLowWater after
+  // having reached kQueueHighWater (agent/wire/io_sizes.hpp).
   explicit OutputWriter(std::function<void()> on_relieved = {});
   // Stops the thread within its poll interval; output still queued is abandoned.
   ~OutputWriter();
@@ -38,7 +37,7 @@ class OutputWriter {
   // PIPE_BUF bytes reaches a pipe in one write, so whole lines never interleave with other writers.
   void write(int fd, std::string bytes);
   std::size_t queued_bytes() const;
-  bool congested() const { return queued_bytes() >= kHighWater; }
+  bool congested() const { return queued_bytes() >= kQueueHighWater; }
   // Waits until everything queued so far is written or `timeout` passes; true when it was written.
   bool drain(std::chrono::milliseconds timeout);
   // Runs `done` (on the writer's thread, or at once on the caller's when nothing is queued) when the

@@ -11,6 +11,7 @@
 
 #include "agent/wire/duration_text.hpp"
 #include "agent/wire/error.hpp"
+#include "agent/wire/io_sizes.hpp"
 #include "agent/wire/job_secret.hpp"
 #include "launcher/shell_quote.hpp"
 
@@ -62,7 +63,7 @@ std::string sha256_file(const std::string& path) {
   if (!fd) throw_errno("open", path);
   std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), &EVP_MD_CTX_free);
   if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1) throw Error("EVP_DigestInit_ex failed");
-  char buf[1 << 16];
+  char buf[kIoChunk];
   for (;;) {
     const ssize_t n = retry_eintr([&] { return ::read(fd.get(), buf, sizeof buf); });
     if (n < 0) throw_errno("read", path);
@@ -72,13 +73,7 @@ std::string sha256_file(const std::string& path) {
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   EVP_DigestFinal_ex(ctx.get(), md, &len);
-  static constexpr char digits[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned int i = 0; i < len; ++i) {
-    out.push_back(digits[md[i] >> 4]);
-    out.push_back(digits[md[i] & 15]);
-  }
-  return out;
+  return hex_encode(std::string_view(reinterpret_cast<const char*>(md), len));
 }
 
 RemoteAgent::RemoteAgent(SshSession session, SshExec exec, std::string description)

@@ -62,7 +62,7 @@ TEST_CASE("output writer: a reader that stops never blocks write(); relief is re
     total += chunk.size();
   }
   CHECK(std::chrono::steady_clock::now() - started < 2s);  // write() only queued
-  CHECK(w.queued_bytes() >= OutputWriter::kHighWater);
+  CHECK(w.queued_bytes() >= hvrun::kQueueHighWater);
   CHECK_FALSE(w.drain(200ms));
   CHECK(relieved == 0);
   std::size_t got = 0;

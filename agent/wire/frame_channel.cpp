@@ -34,7 +34,7 @@ struct FrameChannel::Impl : std::enable_shared_from_this<FrameChannel::Impl> {
   bool was_congested = false;
   bool closed = false;
   std::vector<std::function<void()>> flush_waiters;
-  std::array<char, 64 * 1024> buffer{};
+  std::array<char, kIoChunk> buffer{};
 
   void read_more() {
     reader.async_read_some(asio::buffer(buffer), [self = shared_from_this()](auto ec, std::size_t n) {
@@ -89,7 +89,7 @@ struct FrameChannel::Impl : std::enable_shared_from_this<FrameChannel::Impl> {
         self->queued -= self->queue.front().size();
         self->queue.pop_front();
       }
-      if (self->was_congested && self->queued < kLowWater) {
+      if (self->was_congested && self->queued < kQueueLowWater) {
         self->was_congested = false;
         if (self->handlers.on_drained) self->handlers.on_drained();
         if (self->closed) return;
@@ -129,7 +129,7 @@ void FrameChannel::send(FrameType type, std::string_view payload) {
   if (impl_->closed) return;
   impl_->queue.push_back(encode_frame(type, payload));
   impl_->queued += impl_->queue.back().size();
-  if (impl_->queued >= kHighWater) impl_->was_congested = true;
+  if (impl_->queued >= kQueueHighWater) impl_->was_congested = true;
   impl_->write_more();
 }
 

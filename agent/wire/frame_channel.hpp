@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "agent/wire/frame_codec.hpp"
+#include "agent/wire/io_sizes.hpp"
 #include "agent/wire/unique_fd.hpp"
 
 namespace boost::asio {
@@ -22,7 +23,7 @@ class FrameChannel {
     std::function<void(Frame&&)> on_frame;
     // Called once: an empty string for a clean end of stream, else what went wrong (names the peer).
     std::function<void(const std::string& error)> on_closed;
-    // Called when the send queue drops below the low-water mark after having been above it.
+    // Called when the send queue drops below kQueueLowWater after having reached kQueueHighWater.
     std::function<void()> on_drained;
   };
 
@@ -36,17 +37,15 @@ class FrameChannel {
   void start(Handlers handlers);
   // Queues one frame; never blocks. A write error closes the channel through on_closed.
   void send(FrameType type, std::string_view payload);
-  // Bytes queued but not yet written; senders stop producing while it is above kHighWater.
+  // Bytes queued but not yet written; senders stop producing while it is above kQueueHighWater
+  // (agent/wire/io_sizes.hpp).
   std::size_t queued_bytes() const;
-  bool congested() const { return queued_bytes() >= kHighWater; }
+  bool congested() const { return queued_bytes() >= kQueueHighWater; }
   // Runs `done` once everything queued has been written (at once if nothing is queued).
   void flush(std::function<void()> done);
   // Stops reading and writing and closes both descriptors; no handler runs afterwards.
   void close();
   const std::string& peer() const;
-
-  static constexpr std::size_t kHighWater = 4u << 20;
-  static constexpr std::size_t kLowWater = 1u << 20;
 
  private:
   struct Impl;

@@ -19,17 +19,12 @@ namespace hvrun {
 
 namespace {
 
-std::string address_text(const sockaddr* sa, const char* ifname) {
-  char buf[INET6_ADDRSTRLEN] = {};
-  if (sa->sa_family == AF_INET) {
-    ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(sa)->sin_addr, buf, sizeof buf);
-    return buf;
-  }
-  const auto* in6 = reinterpret_cast<const sockaddr_in6*>(sa);
-  ::inet_ntop(AF_INET6, &in6->sin6_addr, buf, sizeof buf);
-  std::string text = buf;
+// address_text with the interface as scope of a link-local IPv6 address.
+std::string scoped_address_text(const sockaddr* sa, const char* ifname) {
+  std::string text = address_text(sa);
   // A link-local address means nothing without its interface.
-  if (IN6_IS_ADDR_LINKLOCAL(&in6->sin6_addr)) text += std::string("%") + ifname;
+  if (sa->sa_family == AF_INET6 && IN6_IS_ADDR_LINKLOCAL(&reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr))
+    text += std::string("%") + ifname;
   return text;
 }
 
@@ -75,6 +70,15 @@ std::string master_of(const std::string& name) {
 
 }  // namespace
 
+std::string address_text(const sockaddr* sa) {
+  char buf[INET6_ADDRSTRLEN] = {};
+  if (sa->sa_family == AF_INET)
+    ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(sa)->sin_addr, buf, sizeof buf);
+  else if (sa->sa_family == AF_INET6)
+    ::inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr, buf, sizeof buf);
+  return buf;
+}
+
 std::vector<InterfaceInfo> list_interfaces() {
   ifaddrs* list = nullptr;
   if (::getifaddrs(&list) != 0) throw_errno("getifaddrs", "listing network interfaces");
@@ -98,7 +102,7 @@ std::vector<InterfaceInfo> list_interfaces() {
       out.push_back(std::move(fresh));
       info = &out.back();
     }
-    info->addresses.push_back(address_text(a->ifa_addr, a->ifa_name));
+    info->addresses.push_back(scoped_address_text(a->ifa_addr, a->ifa_name));
     info->prefix_lengths.push_back(prefix_length(a->ifa_netmask));
   }
   return out;

@@ -3,6 +3,8 @@
 #include <string>
 #include <vector>
 
+struct sockaddr;
+
 namespace hvrun {
 
 struct InterfaceInfo {
@@ -23,6 +25,10 @@ struct InterfaceInfo {
 // Interfaces in the kernel's order, each with all of its addresses; those without an IP address are
 // left out. Throws SystemError when getifaddrs fails.
 std::vector<InterfaceInfo> list_interfaces();
+
+// An IPv4 or IPv6 address as inet_ntop writes it, without brackets or scope ("10.0.0.1", "fe80::1");
+// "" for any other family.
+std::string address_text(const sockaddr* sa);
 
 // The interface holding `address` (textual, as list_interfaces writes it), or "" if none does.
 std::string interface_of(const std::vector<InterfaceInfo>& interfaces, const std::string& address);

@@ -15,11 +15,12 @@
 #include <thread>
 #include <vector>
 
+#include "agent/wire/duration_text.hpp"
+#include "agent/wire/io_sizes.hpp"
+
 namespace hvrun::ssh_detail {
 
 namespace {
-
-constexpr std::size_t kChunk = 64 * 1024;
 
 // Shuts the connection's socket down if `deadline` passes before the watchdog is destroyed: libssh's
 // SFTP calls retry reads forever, and a socket shut down is the one thing that makes them return.
@@ -136,7 +137,7 @@ class Upload {
     SftpFile file(sftp_open(sftp_.get(), temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600));
     if (!file) throw fail("sftp_open " + temporary);
     created_ = temporary;
-    std::vector<char> buffer(kChunk);
+    std::vector<char> buffer(kIoChunk);
     for (;;) {
       ssize_t n = ::read(local_fd, buffer.data(), buffer.size());
       if (n == -1 && errno == EINTR) continue;

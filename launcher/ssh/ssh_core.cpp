@@ -6,20 +6,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
 
 namespace hvrun::ssh_detail {
-
-std::string seconds_text(std::chrono::milliseconds duration) {
-  auto ms = duration.count();
-  char text[32];
-  if (ms % 1000 == 0) {
-    std::snprintf(text, sizeof text, "%lld s", static_cast<long long>(ms / 1000));
-  } else {
-    std::snprintf(text, sizeof text, "%.1f s", static_cast<double>(ms) / 1000.0);
-  }
-  return text;
-}
 
 namespace {
 

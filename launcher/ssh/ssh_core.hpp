@@ -20,9 +20,6 @@ namespace hvrun::ssh_detail {
 
 using Clock = std::chrono::steady_clock;
 
-// "10 s", "0.5 s": how a timeout reads in a message.
-std::string seconds_text(std::chrono::milliseconds duration);
-
 // ssh_options_set, or SshError kConfig "cannot apply WHAT (ssh_options_set: ...)".
 class Core;
 void set_option(Core& core, ssh_options_e type, const void* value, const std::string& what);

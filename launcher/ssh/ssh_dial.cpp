@@ -11,6 +11,7 @@
 
 #include "launcher/ssh/openssh_config.hpp"
 #include "launcher/ssh/tcp_dial.hpp"
+#include "agent/wire/duration_text.hpp"
 
 namespace hvrun::ssh_detail {
 

@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "launcher/ssh/ssh_core.hpp"
+#include "agent/wire/duration_text.hpp"
+#include "agent/wire/io_sizes.hpp"
 
 namespace hvrun {
 
@@ -68,8 +70,6 @@ class Bridge {
   }
 
  private:
-  static constexpr std::size_t kChunk = 64 * 1024;
-
   // What to wait for after a round.
   struct Wait {
     bool done = false;
@@ -287,7 +287,7 @@ class Bridge {
   Waiter waiter_;
 
   // Pump state, touched by the pump thread only.
-  std::vector<char> buffer_ = std::vector<char>(kChunk);
+  std::vector<char> buffer_ = std::vector<char>(kIoChunk);
   std::string to_local_;    // read from the channel, not yet taken by the local socket
   std::string to_channel_;  // read from the local socket, not yet taken by the channel
   bool local_eof_ = false;

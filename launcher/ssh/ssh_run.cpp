@@ -6,11 +6,12 @@
 #include <cerrno>
 #include <vector>
 
+#include "agent/wire/duration_text.hpp"
+#include "agent/wire/io_sizes.hpp"
+
 namespace hvrun::ssh_detail {
 
 namespace {
-
-constexpr std::size_t kChunk = 64 * 1024;
 
 int remaining_ms(Clock::time_point deadline) {
   auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
@@ -44,7 +45,7 @@ RunResult run_command(Core& core, const std::string& command, std::chrono::milli
   Waiter waiter(core);
   std::unique_ptr<Channel> channel = Channel::exec(core, command);
   RunResult result;
-  std::vector<char> buffer(kChunk);
+  std::vector<char> buffer(kIoChunk);
   bool eof_sent = false;
   for (;;) {
     pollfd fds[2] = {{-1, 0, 0}, {waiter.fd(), POLLIN, 0}};

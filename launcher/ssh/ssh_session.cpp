@@ -17,27 +17,6 @@ using ssh_detail::Channel;
 using ssh_detail::Clock;
 using ssh_detail::Core;
 
-const char* to_string(SshFailure failure) {
-  switch (failure) {
-    case SshFailure::kNameResolution: return "name-resolution";
-    case SshFailure::kConnectionRefused: return "connection-refused";
-    case SshFailure::kUnreachable: return "unreachable";
-    case SshFailure::kConnectTimeout: return "connect-timeout";
-    case SshFailure::kHostKeyChanged: return "host-key-changed";
-    case SshFailure::kHostKeyUnknown: return "host-key-unknown";
-    case SshFailure::kAuthDenied: return "auth-denied";
-    case SshFailure::kIdentityFile: return "identity-file";
-    case SshFailure::kConfig: return "config";
-    case SshFailure::kKnownHostsFile: return "known-hosts-file";
-    case SshFailure::kHandshake: return "handshake";
-    case SshFailure::kConnectionLost: return "connection-lost";
-    case SshFailure::kChannel: return "channel";
-    case SshFailure::kFileTransfer: return "file-transfer";
-    case SshFailure::kCommandTimeout: return "command-timeout";
-  }
-  return "unknown";
-}
-
 SshError::SshError(SshFailure failure, std::string host, int port, const std::string& message)
     : Error(message), failure_(failure), host_(std::move(host)), port_(port) {}
 

@@ -64,8 +64,6 @@ enum class SshFailure {
   kCommandTimeout,     // run() or upload() did not finish within its timeout
 };
 
-const char* to_string(SshFailure failure);
-
 // Every message is one line that starts with "HOST: " (the host as the user wrote it) and names the
 // port, e.g. "node3: connection refused by 10.0.0.3 port 2222 (...)".
 class SshError : public Error {

@@ -1,6 +1,5 @@
 #include "launcher/ssh/tcp_dial.hpp"
 
-#include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -11,6 +10,7 @@
 #include <cstring>
 #include <memory>
 
+#include "agent/wire/interface_list.hpp"
 #include "launcher/name_lookup.hpp"
 
 namespace hvrun {
@@ -31,16 +31,10 @@ Resolution resolve(const std::string& host, int port, Clock::time_point deadline
   return {std::move(r.addresses), DialFailure::kNone, {}};
 }
 
-std::string address_text(const sockaddr* addr) {
-  char text[INET6_ADDRSTRLEN] = {};
-  if (addr->sa_family == AF_INET) {
-    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(addr)->sin_addr, text, sizeof text);
-    return text;
-  }
-  if (addr->sa_family == AF_INET6) {
-    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(addr)->sin6_addr, text, sizeof text);
-    return std::string("[") + text + "]";
-  }
+// The address as a message shows it: IPv6 in brackets ("[fd00::3]"), as ssh does.
+std::string dialled_address_text(const sockaddr* addr) {
+  if (addr->sa_family == AF_INET) return address_text(addr);
+  if (addr->sa_family == AF_INET6) return "[" + address_text(addr) + "]";
   return "(unknown address family)";
 }
 
@@ -69,7 +63,7 @@ int remaining_ms(Clock::time_point deadline) {
 
 // Connects to one address before `deadline`; on failure, fills `result` and returns an empty fd.
 UniqueFd connect_one(const addrinfo& ai, Clock::time_point deadline, DialResult& result) {
-  result.address = address_text(ai.ai_addr);
+  result.address = dialled_address_text(ai.ai_addr);
   UniqueFd fd(::socket(ai.ai_family, ai.ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai.ai_protocol));
   if (!fd) {
     result.failure = DialFailure::kOther;
