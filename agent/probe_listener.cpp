@@ -6,22 +6,18 @@
 #include <boost/asio/ip/v6_only.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <spdlog/spdlog.h>
 
 #include "agent/wire/error.hpp"
 #include "agent/wire/frame_codec.hpp"
 #include "agent/wire/job_secret.hpp"
+#include "agent/wire/probe_message.hpp"
 
 namespace hvrun {
 
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
-
-std::string probe_mac_input(const std::string& nonce, int host_index) {
-  return "hvrun-probe|" + nonce + "|" + std::to_string(host_index);
-}
 
 namespace {
 
@@ -92,13 +88,10 @@ struct ProbeListener::Impl : std::enable_shared_from_this<ProbeListener::Impl> {
         s->decoder.feed(std::string_view(s->buffer.data(), n));
         auto frame = s->decoder.next();
         if (!frame) return self->read(s);
-        const auto j = nlohmann::json::parse(frame->payload);
-        const std::string nonce = hex_decode(j.at("nonce").get<std::string>());
-        if (nonce.size() != 32) return s->close();
-        nlohmann::json answer{{"host", self->host_index},
-                              {"hostname", self->hostname},
-                              {"mac", hex_encode(self->secret->mac(probe_mac_input(nonce, self->host_index)))}};
-        s->reply = encode_frame(FrameType::kControl, answer.dump());
+        const ProbeChallenge challenge = decode_probe_challenge(frame->payload, "prober");
+        const ProbeAnswer answer{self->host_index, self->hostname,
+                                 self->secret->mac(probe_mac_input(challenge.nonce, self->host_index))};
+        s->reply = encode_frame(FrameType::kControl, encode_probe_answer(answer));
       } catch (const std::exception&) {
         return s->close();  // garbage: no answer, no trace
       }

@@ -1,8 +1,9 @@
 #pragma once
 // Answers probes on every address of this host (one dual-stack TCP socket on all addresses). A
-// prober sends a fresh nonce; the answer names this host's index in the job and proves membership
-// with HMAC-SHA256(secret, nonce | index). Nothing else is accepted: a connection that is silent, sends
-// garbage or too much is closed within kPatience.
+// prober sends a fresh nonce (ProbeChallenge, agent/wire/probe_message.hpp); the answer (ProbeAnswer)
+// names this host's index in the job and proves membership with HMAC-SHA256(secret, nonce | index)
+// (probe_mac_input). Nothing else is accepted: a connection that is silent, sends garbage or too much
+// is closed within kPatience.
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -34,9 +35,4 @@ class ProbeListener {
   struct Impl;
   std::shared_ptr<Impl> impl_;
 };
-
-// The bytes the HMAC covers: the nonce and the answering host's index, so that an answer cannot be
-// replayed as another host's.
-std::string probe_mac_input(const std::string& nonce, int host_index);
-
 }  // namespace hvrun

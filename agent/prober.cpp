@@ -6,12 +6,11 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
-#include <nlohmann/json.hpp>
 
 #include "agent/wire/error.hpp"
 #include "agent/wire/frame_codec.hpp"
 #include "agent/wire/job_secret.hpp"
-#include "agent/probe_listener.hpp"
+#include "agent/wire/probe_message.hpp"
 
 namespace hvrun {
 
@@ -31,42 +30,42 @@ struct Probe : std::enable_shared_from_this<Probe> {
   const JobSecret& secret;
   ProbeAddress target;
   Prober::ResultHandler on_result;
-  std::string nonce = random_bytes(32);
+  std::string nonce = random_bytes(kProbeNonceSize);
   std::string request;
   std::array<char, 1024> buffer{};
   Clock::time_point started = Clock::now();
   bool done = false;
 
-  void finish(const std::string& outcome, const std::string& detail = {}, int answered_as = -1) {
+  void finish(ProbeOutcome outcome, const std::string& detail = {}, int answered_as = -1) {
     if (done) return;
     done = true;
     boost::system::error_code ignored;
     timer.cancel();
     socket.close(ignored);
     const int ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count());
-    on_result(ProbeResultMsg{target.host, target.iface, target.address, outcome, answered_as, ms, detail});
+    on_result(ProbeResultMsg{target.host, target.iface, target.address, to_string(outcome), answered_as, ms, detail});
   }
 
   void start(std::chrono::milliseconds timeout) {
     timer.expires_after(timeout);
     timer.async_wait([self = shared_from_this()](auto ec) {
-      if (!ec) self->finish("timeout", "no answer within the probe timeout");
+      if (!ec) self->finish(ProbeOutcome::kTimeout, "no answer within the probe timeout");
     });
     boost::system::error_code ec;
     const auto address = asio::ip::make_address(target.address, ec);
-    if (ec) return finish("unreachable", "not an address: " + target.address);
+    if (ec) return finish(ProbeOutcome::kUnreachable, "not an address: " + target.address);
     socket.async_connect(tcp::endpoint(address, static_cast<unsigned short>(target.port)),
                          [self = shared_from_this()](auto e) { self->on_connected(e); });
   }
 
   void on_connected(const boost::system::error_code& ec) {
     if (done) return;
-    if (ec == asio::error::connection_refused) return finish("refused", ec.message());
+    if (ec == asio::error::connection_refused) return finish(ProbeOutcome::kRefused, ec.message());
     // No route, an address of nowhere, and everything else that is not a refusal: nobody there.
-    if (ec) return finish("unreachable", ec.message());
-    request = encode_frame(FrameType::kControl, nlohmann::json{{"nonce", hex_encode(nonce)}}.dump());
+    if (ec) return finish(ProbeOutcome::kUnreachable, ec.message());
+    request = encode_frame(FrameType::kControl, encode_probe_challenge(ProbeChallenge{nonce}));
     asio::async_write(socket, asio::buffer(request), [self = shared_from_this()](auto e, std::size_t) {
-      if (e) return self->finish("refused", "connection closed before the nonce was sent: " + e.message());
+      if (e) return self->finish(ProbeOutcome::kRefused, "connection closed before the nonce was sent: " + e.message());
       self->read();
     });
   }
@@ -74,28 +73,27 @@ struct Probe : std::enable_shared_from_this<Probe> {
   void read() {
     socket.async_read_some(asio::buffer(buffer), [self = shared_from_this()](auto ec, std::size_t n) {
       if (self->done) return;
-      if (ec) return self->finish("auth-failed", "the listener closed without a valid answer");
+      if (ec) return self->finish(ProbeOutcome::kAuthFailed, "the listener closed without a valid answer");
       try {
         self->decoder.feed(std::string_view(self->buffer.data(), n));
         auto frame = self->decoder.next();
         if (!frame) {
-          if (self->decoder.buffered() > 4096) return self->finish("auth-failed", "oversized answer");
+          if (self->decoder.buffered() > 4096) return self->finish(ProbeOutcome::kAuthFailed, "oversized answer");
           return self->read();
         }
-        self->check(nlohmann::json::parse(frame->payload));
+        self->check(decode_probe_answer(frame->payload, self->target.address));
       } catch (const std::exception& e) {
-        self->finish("auth-failed", std::string("malformed answer: ") + e.what());
+        self->finish(ProbeOutcome::kAuthFailed, std::string("malformed answer: ") + e.what());
       }
     });
   }
 
-  void check(const nlohmann::json& answer) {
-    const int host = answer.at("host").get<int>();
-    const std::string mac = hex_decode(answer.at("mac").get<std::string>());
-    if (!secret.verify(probe_mac_input(nonce, host), mac))
-      return finish("auth-failed", "answer without a valid HMAC (another job or program on that port)");
-    if (host != target.host) return finish("wrong-host", "answered by another host of this job", host);
-    finish("ok");
+  void check(const ProbeAnswer& answer) {
+    if (!secret.verify(probe_mac_input(nonce, answer.host), answer.mac))
+      return finish(ProbeOutcome::kAuthFailed, "answer without a valid HMAC (another job or program on that port)");
+    if (answer.host != target.host)
+      return finish(ProbeOutcome::kWrongHost, "answered by another host of this job", answer.host);
+    finish(ProbeOutcome::kOk);
   }
 };
 

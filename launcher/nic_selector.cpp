@@ -10,18 +10,13 @@
 
 #include "agent/wire/duration_text.hpp"
 #include "agent/wire/error.hpp"
+#include "launcher/text_layout.hpp"
 
 namespace hvrun {
 
 namespace {
 
 std::string_view strip_scope(std::string_view address) { return address.substr(0, address.find('%')); }
-
-std::string join(const std::vector<std::string>& items, std::string_view sep = ", ") {
-  std::string out;
-  for (const auto& s : items) out += (out.empty() ? "" : std::string(sep)) + s;
-  return out;
-}
 
 // The addresses `nic` offers, or why it offers none.
 struct Candidacy {
@@ -65,7 +60,7 @@ Candidacy candidacy(const InterfaceInfo& nic, const NicFilter& filter, bool sing
 std::string nic_list(const std::vector<InterfaceInfo>& nics) {
   std::vector<std::string> names;
   for (const auto& n : nics) names.push_back(n.name);
-  return names.empty() ? "no NIC with an IP address" : join(names);
+  return names.empty() ? "no NIC with an IP address" : join_words(names);
 }
 
 // How informative an outcome is when a peer got several over a NIC's addresses: `ok` wins; then the
@@ -105,7 +100,7 @@ std::vector<std::size_t> holders_of(const std::vector<HostInventory>& hosts, std
 std::string peer_names(const std::vector<const PeerView*>& views) {
   std::vector<std::string> names;
   for (const PeerView* v : views) names.push_back(v->peer_host);
-  return join(names);
+  return join_words(names);
 }
 
 // " (at fd77::a)" when the peers' outcome came from other addresses than the NIC's headline one.
@@ -114,7 +109,7 @@ std::string at_other_address(const std::vector<const PeerView*>& views, const st
   for (const PeerView* v : views)
     if (v->address != headline && std::find(others.begin(), others.end(), v->address) == others.end())
       others.push_back(v->address);
-  return others.empty() ? "" : " (at " + join(others) + ")";
+  return others.empty() ? "" : " (at " + join_words(others) + ")";
 }
 
 // Why peers got kWrongHost: the address also exists elsewhere, usually on the prober itself.
@@ -143,12 +138,12 @@ std::string wrong_host_clause(const std::vector<HostInventory>& hosts, const std
     } else {
       std::vector<std::string> names;
       for (std::size_t h : holders) names.push_back(hosts[h].host);
-      where = names.empty() ? "the probers hold this address" : "this address exists on " + join(names);
+      where = names.empty() ? "the probers hold this address" : "this address exists on " + join_words(names);
     }
     clauses.insert(clauses.begin(), "answered as the prober itself (from " + peer_names(themselves) + ")" +
                                         at_other_address(themselves, headline) + ": " + where);
   }
-  return join(clauses, "; ");
+  return join_words(clauses, "; ");
 }
 
 std::chrono::milliseconds longest_wait(const std::vector<const PeerView*>& views) {
@@ -195,9 +190,9 @@ std::string reason_for(const std::vector<HostInventory>& hosts, const NicVerdict
     // Every peer reached some address, but no one address was reached by all of them.
     std::vector<std::string> seen;
     for (const PeerView* p : reached) seen.push_back(p->peer_host + " only " + p->address);
-    return "no address of it was reached from every host (" + join(seen, "; ") + ")";
+    return "no address of it was reached from every host (" + join_words(seen, "; ") + ")";
   }
-  const std::string why = join(clauses, "; ");
+  const std::string why = join_words(clauses, "; ");
   return reached.empty() ? why : "reached from " + peer_names(reached) + " but " + why;
 }
 
@@ -296,18 +291,6 @@ std::string why_chosen(const InterfaceInfo& best, const Rank& b, const Interface
 
 }  // namespace
 
-const char* to_string(ProbeOutcome outcome) {
-  switch (outcome) {
-    case ProbeOutcome::kOk: return "ok";
-    case ProbeOutcome::kRefused: return "refused";
-    case ProbeOutcome::kTimeout: return "timeout";
-    case ProbeOutcome::kUnreachable: return "unreachable";
-    case ProbeOutcome::kWrongHost: return "wrong-host";
-    case ProbeOutcome::kAuthFailed: return "auth-failed";
-  }
-  return "?";
-}
-
 const char* to_string(SkipReason reason) {
   switch (reason) {
     case SkipReason::kNotOffered: return "not-offered";
@@ -353,9 +336,9 @@ std::vector<ProbeTarget> probe_targets(const std::vector<HostInventory>& hosts, 
     std::vector<std::string> also;
     for (const HostInventory& o : hosts)
       if (&o != &h && !filter.selects_any(o.interfaces)) also.push_back(o.host);
-    throw UsageError("--network-interface: host " + h.host + " has no NIC matching " + join(quoted, " or ") +
+    throw UsageError("--network-interface: host " + h.host + " has no NIC matching " + join_words(quoted, " or ") +
                      " (it has: " + nic_list(h.interfaces) + ")" +
-                     (also.empty() ? "" : "; " + join(also) + (also.size() == 1 ? " has" : " have") + " none either") +
+                     (also.empty() ? "" : "; " + join_words(also) + (also.size() == 1 ? " has" : " have") + " none either") +
                      "; list a NIC of every host (names may differ per host: eth1,enp6s0) or leave the option out");
   }
   std::vector<ProbeTarget> out;

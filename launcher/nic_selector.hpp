@@ -9,21 +9,11 @@
 #include <vector>
 
 #include "agent/wire/interface_list.hpp"
+#include "agent/wire/probe_message.hpp"
 #include "launcher/ip_subnet.hpp"
 #include "launcher/nic_filter.hpp"
 
 namespace hvrun {
-
-// How one probe of one address ended (docs/DESIGN.md §5.2).
-enum class ProbeOutcome {
-  kOk,          // the right host answered with a valid HMAC
-  kRefused,     // connection refused (RST): a firewall's REJECT, or nothing listening there
-  kTimeout,     // no answer within the probe timeout: packets dropped
-  kUnreachable, // no route, host or network unreachable
-  kWrongHost,   // a valid answer from another host than the one probed (often the prober itself)
-  kAuthFailed,  // an answer without a valid HMAC: another job or another program on that port
-};
-const char* to_string(ProbeOutcome outcome);  // "ok", "refused", "timeout", "unreachable", "wrong-host", "auth-failed"
 
 // One address of one host that the other hosts should probe.
 struct ProbeTarget {

@@ -7,11 +7,11 @@
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "agent/wire/frame_codec.hpp"
 #include "agent/wire/job_secret.hpp"
+#include "agent/wire/probe_message.hpp"
 #include "agent/probe_listener.hpp"
 #include "agent/prober.hpp"
 
@@ -105,18 +105,25 @@ TEST_CASE("the probe listener drops garbage, oversized and silent connections an
   CHECK(talk("GET / HTTP/1.0\r\n\r\n").empty());
   CHECK(talk(encode_frame(FrameType::kControl, std::string(4000, 'x'))).empty());
   CHECK(talk(encode_frame(FrameType::kControl, R"({"nonce":"zz"})")).empty());
+  // A nonce of the wrong size, and a challenge of another version, get no answer either.
+  CHECK(talk(encode_frame(FrameType::kControl, encode_probe_challenge(ProbeChallenge{std::string(31, 'n')}))).empty());
+  CHECK(talk(encode_frame(FrameType::kControl, R"({"type":"probe_challenge","version":2,"nonce":")" +
+                                                   hex_encode(std::string(32, 'n')) + R"("})"))
+            .empty());
   CHECK(talk("").empty());  // silent: closed after the listener's patience
   CHECK(std::chrono::steady_clock::now() - t0 < ProbeListener::kPatience + 1s);
   // A replayed answer to another nonce does not verify.
   const std::string nonce(32, 'n');
-  const std::string answer = talk(encode_frame(FrameType::kControl, R"({"nonce":")" + hex_encode(nonce) + R"("})"));
+  const std::string answer = talk(encode_frame(FrameType::kControl, encode_probe_challenge(ProbeChallenge{nonce})));
   CHECK_FALSE(answer.empty());
   FrameDecoder d("listener");
   d.feed(answer);
   auto frame = d.next();
   REQUIRE(frame);
-  const auto j = nlohmann::json::parse(frame->payload);
-  const std::string mac = hex_decode(j.at("mac").get<std::string>());
+  const ProbeAnswer a = decode_probe_answer(frame->payload, "listener");
+  CHECK(a.host == 7);
+  CHECK(a.hostname == "g");
+  const std::string& mac = a.mac;
   CHECK(secret.verify(probe_mac_input(nonce, 7), mac));
   CHECK_FALSE(secret.verify(probe_mac_input(std::string(32, 'm'), 7), mac));
   CHECK_FALSE(secret.verify(probe_mac_input(nonce, 6), mac));

@@ -56,8 +56,9 @@ struct ProbeRequestMsg {
   int timeout_ms = 1000;
 };
 
-// agent → launcher: one probe's outcome: "ok", "refused", "timeout", "unreachable", "wrong-host",
-// "auth-failed". answered_as: the host index that answered instead (wrong-host), else -1.
+// agent → launcher: one probe's outcome, a word of ProbeOutcome (to_string, agent/wire/probe_message.hpp):
+// "ok", "refused", "timeout", "unreachable", "wrong-host", "auth-failed". answered_as: the host index
+// that answered instead (wrong-host), else -1.
 struct ProbeResultMsg {
   int host = 0;
   std::string iface;

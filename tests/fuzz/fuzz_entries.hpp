@@ -43,6 +43,8 @@ void nic_filter(std::string_view input);
 void slurm_lists(std::string_view input);
 // agent/wire/store_protocol.hpp's store::decode on the whole input (one store frame's payload).
 void store_protocol(std::string_view input);
+// agent/wire/probe_message.hpp's decode_probe_challenge and decode_probe_answer on the whole input.
+void probe_message(std::string_view input);
 
 struct Target {
   std::string_view name;  // also the directory name of its corpus, regressions and crashes
@@ -52,7 +54,7 @@ struct Target {
 inline constexpr Target kTargets[] = {
     {"frame_decoder", frame_decoder}, {"control_message", control_message}, {"host_list", host_list},
     {"hostfile", hostfile},           {"nic_filter", nic_filter},           {"store_protocol", store_protocol},
-    {"slurm_lists", slurm_lists},
+    {"slurm_lists", slurm_lists},     {"probe_message", probe_message},
 };
 
 // libFuzzer's bytes as the string_view the parsers take.
