@@ -18,6 +18,7 @@
 
 #include "agent/wire/error.hpp"
 #include "hvrun/version.hpp"
+#include "launcher/cli_bindings.hpp"
 #include "launcher/horovodrun_flags.hpp"
 #include "launcher/mpirun_command.hpp"
 #include "launcher/nic_filter.hpp"
@@ -154,13 +155,9 @@ std::pair<std::string, std::optional<std::string>> split_env(const std::string& 
 
 }  // namespace
 
-CliResult parse_command_line(int argc, const char* const* argv) {
-  const std::vector<std::string> args(argv + (argc > 0 ? 1 : 0), argv + std::max(argc, 0));
-
-  CliResult result;
-  LaunchOptions& o = result.options;
-
-  CLI::App app{"Launches a training command as N ranks over hosts reached by SSH.", "hvrun"};
+void define_options(CLI::App& app, CliBindings& b) {
+  app.name("hvrun");
+  app.description("Launches a training command as N ranks over hosts reached by SSH.");
   app.prefix_command();  // the first positional starts the command; its own flags stay its own
   app.footer("Everything from the command on goes to each rank unchanged, e.g.\n"
              "  hvrun -np 8 -H a:4,b:4 python train.py --lr 3\n"
@@ -168,50 +165,39 @@ CliResult parse_command_line(int argc, const char* const* argv) {
   app.set_version_flag("-v,--version", std::string("hvrun ") + kVersion);
   app.formatter(std::make_shared<HelpFormatter>());
 
-  int np = 0;
-  std::vector<std::string> host_lists;
-  std::string hostfile;
-  int ssh_port = 0;
-  double start_timeout = 30;
-  double kill_grace = 3;
-  double heartbeat_timeout = 20;
-  double ssh_connect_timeout = 10;
-  double probe_timeout = 1;
-  std::vector<std::string> env;
-
-  app.add_option("-n,--num-proc", np, "Number of ranks (default: all slots)")
+  LaunchOptions& o = b.o;
+  app.add_option("-n,--num-proc", b.np, "Number of ranks (default: all slots)")
       ->transform(int_in_range(1, std::numeric_limits<int>::max(), "a positive integer"))
       ->type_name("N");
-  auto* hosts_opt = app.add_option("-H,--hosts,--host", host_lists, "Hosts as host[:slots],... (repeatable)")
+  b.hosts_opt = app.add_option("-H,--hosts,--host", b.host_lists, "Hosts as host[:slots],... (repeatable)")
                         ->allow_extra_args(false)
                         ->type_name("LIST");
-  auto* hostfile_opt =
-      app.add_option("--hostfile", hostfile, "File with one 'host slots=N' per line")->type_name("FILE");
-  hosts_opt->excludes(hostfile_opt);
+  b.hostfile_opt =
+      app.add_option("--hostfile", b.hostfile, "File with one 'host slots=N' per line")->type_name("FILE");
+  b.hosts_opt->excludes(b.hostfile_opt);
   app.add_flag("--no-oversubscribe", o.no_oversubscribe, "Fail when -np exceeds the slots")
       ->excludes(app.add_flag("--oversubscribe", o.oversubscribe, "Allow -np above the slots without a warning"));
   app.add_flag("--allow-run-as-root", o.allow_run_as_root, "Accepted (mpirun's); passed on to mpirun with --mpi");
   app.add_flag("--tag-output")->description("Accepted (mpirun's): hvrun always tags lines with [rank]");
-  auto* port_opt = app.add_option("-p,--ssh-port", ssh_port, "SSH port for every host (overrides ~/.ssh/config)")
+  b.port_opt = app.add_option("-p,--ssh-port", b.ssh_port, "SSH port for every host (overrides ~/.ssh/config)")
                        ->transform(int_in_range(1, 65535, "a port (1-65535)"))
                        ->type_name("PORT");
-  auto* identity_opt = app.add_option("-i,--ssh-identity-file", o.ssh_identity_file, "SSH private key")
+  b.identity_opt = app.add_option("-i,--ssh-identity-file", o.ssh_identity_file, "SSH private key")
       ->check(kIdentityFile)
       ->type_name("FILE");
-  auto* connect_timeout_opt = app.add_option("--ssh-connect-timeout", ssh_connect_timeout,
+  b.connect_timeout_opt = app.add_option("--ssh-connect-timeout", b.ssh_connect_timeout,
                  "Seconds to resolve, connect and handshake with each host (default 10)")
       ->transform(seconds(false))
       ->type_name("SECONDS");
-  auto* strict_opt = app.add_flag("--ssh-strict-host-key-checking", o.ssh_strict_host_key,
+  b.strict_opt = app.add_flag("--ssh-strict-host-key-checking", o.ssh_strict_host_key,
                "Refuse hosts that are not in ~/.ssh/known_hosts (default: record them)");
   app.add_option("--agent-path", o.agent_path,
                  "Path of hvrun-agent on remote hosts (default: hvrun's own path, then PATH, then a copy)")
       ->type_name("PATH");
-  auto* rsh_opt = app.add_option("--rsh-agent", o.rsh_agent,
+  b.rsh_opt = app.add_option("--rsh-agent", o.rsh_agent,
                                  "Start each remote agent as `CMD HOST AGENT` (e.g. 'docker exec -i'), not over SSH")
                      ->type_name("CMD");
-  std::string launcher = "auto";
-  app.add_option("--launcher", launcher,
+  app.add_option("--launcher", b.launcher,
                  "How remote agents start: auto (srun inside a Slurm allocation, else ssh), ssh, slurm, rsh")
       ->check(CLI::IsMember({"auto", "ssh", "slurm", "rsh"}))
       ->type_name("WAY");
@@ -221,17 +207,17 @@ CliResult parse_command_line(int argc, const char* const* argv) {
                  "NICs to consider: prefixes, =exact, ^exclude, CIDR subnets (comma lists, repeatable)")
       ->allow_extra_args(false)
       ->type_name("LIST");
-  app.add_option("--start-timeout", start_timeout, "Seconds to connect, probe and start (default 30)")
+  app.add_option("--start-timeout", b.start_timeout, "Seconds to connect, probe and start (default 30)")
       ->transform(seconds(false))
       ->type_name("SECONDS");
-  app.add_option("--kill-grace", kill_grace, "Seconds between SIGTERM and SIGKILL at teardown (default 3)")
+  app.add_option("--kill-grace", b.kill_grace, "Seconds between SIGTERM and SIGKILL at teardown (default 3)")
       ->transform(seconds(true))
       ->type_name("SECONDS");
-  app.add_option("--heartbeat-timeout", heartbeat_timeout,
+  app.add_option("--heartbeat-timeout", b.heartbeat_timeout,
                  "Seconds of silence after which a host counts as cut off (default 20)")
       ->transform(seconds(false))
       ->type_name("SECONDS");
-  app.add_option("-x,--env", env, "Pass VAR (the launcher's value) or set VAR=VALUE for every rank (repeatable)")
+  app.add_option("-x,--env", b.env, "Pass VAR (the launcher's value) or set VAR=VALUE for every rank (repeatable)")
       ->check(kEnvAssignment)
       ->allow_extra_args(false)
       ->type_name("VAR[=VALUE]");
@@ -239,7 +225,7 @@ CliResult parse_command_line(int argc, const char* const* argv) {
       ->type_name("DIR");
   app.add_flag("--prefix-output-with-timestamp", o.prefix_timestamp, "Prefix output lines with the time");
   app.add_flag("--verbose", o.verbose, "Log the launch's decisions (--hvrun-log-level info)");
-  auto* level_opt = app.add_option("--hvrun-log-level", o.log_level, "hvrun's own logging threshold (default: warn)")
+  b.level_opt = app.add_option("--hvrun-log-level", o.log_level, "hvrun's own logging threshold (default: warn)")
                         ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
                         ->type_name("LEVEL");
   app.add_flag("--dry-run", o.dry_run, "Print the plan and the rank environment; start nothing");
@@ -248,7 +234,7 @@ CliResult parse_command_line(int argc, const char* const* argv) {
   app.add_flag("--matrix", o.matrix, "With --check-only: draw who reaches whom, one character per host pair");
   app.add_option("--report", o.report_file, "With --check-only: also write the report as one HTML page to FILE")
       ->type_name("FILE");
-  app.add_option("--probe-timeout", probe_timeout, "Seconds one NIC probe may take (default 1)")
+  app.add_option("--probe-timeout", b.probe_timeout, "Seconds one NIC probe may take (default 1)")
       ->transform(seconds(false))
       ->type_name("SECONDS");
   app.add_option("--probe-peers", o.probe_peers,
@@ -256,9 +242,17 @@ CliResult parse_command_line(int argc, const char* const* argv) {
       ->check(CLI::Range(0, 1'000'000))
       ->type_name("K");
 
-  HorovodrunFlags horovodrun;
-  add_horovodrun_options(app, horovodrun);
+  add_horovodrun_options(app, b.horovodrun);
+}
 
+CliResult parse_command_line(int argc, const char* const* argv) {
+  const std::vector<std::string> args(argv + (argc > 0 ? 1 : 0), argv + std::max(argc, 0));
+
+  CliResult result;
+  LaunchOptions& o = result.options;
+  CliBindings b(o);
+  CLI::App app;
+  define_options(app, b);
   const std::vector<std::string> rewritten = normalize_option_words(args, app);
   std::vector<std::string> reversed(rewritten.rbegin(), rewritten.rend());
   try {
@@ -272,7 +266,7 @@ CliResult parse_command_line(int argc, const char* const* argv) {
     result.exit_code = app.exit(e, std::cout, std::cerr);
     return result;
   } catch (const CLI::ExcludesError& e) {
-    if (hosts_opt->count() > 0 && hostfile_opt->count() > 0)
+    if (b.hosts_opt->count() > 0 && b.hostfile_opt->count() > 0)
       throw UsageError("-H/--hosts and --hostfile exclude each other; give one of them");
     throw UsageError(std::string(e.what()) + "; give one of them");
   } catch (const CLI::ParseError& e) {
@@ -291,12 +285,12 @@ CliResult parse_command_line(int argc, const char* const* argv) {
     const std::size_t length = rest.size() - (first == "--" ? 1 : 0);
     o.command.assign(args.end() - static_cast<long>(length), args.end());
   }
-  if (horovodrun.check_build) {
+  if (b.horovodrun.check_build) {
     std::cout << check_build_text();
     result.action = CliAction::kExit;
     return result;
   }
-  settle_horovodrun_options(app, horovodrun, o);
+  settle_horovodrun_options(app, b.horovodrun, o);
   for (const auto* flag : {"--mpi-args", "--binding-args"}) {
     if (app.get_option(flag)->count() == 0) continue;
     shell_words(flag == std::string("--mpi-args") ? o.mpi_args : o.binding_args, flag);  // syntax errors stop here
@@ -308,10 +302,10 @@ CliResult parse_command_line(int argc, const char* const* argv) {
                      "connects and probes); give one of them");
   }
   if (o.json && !o.check_only) throw UsageError("--json only applies to --check-only; add --check-only or drop --json");
-  if (rsh_opt->count() > 0) {
+  if (b.rsh_opt->count() > 0) {
     if (o.rsh_agent.find_first_not_of(" \t") == std::string::npos)
       throw UsageError("--rsh-agent: empty command; give one that runs `CMD HOST COMMAND...`, e.g. 'docker exec -i'");
-    for (const CLI::Option* ssh_only : {port_opt, identity_opt, strict_opt, connect_timeout_opt})
+    for (const CLI::Option* ssh_only : {b.port_opt, b.identity_opt, b.strict_opt, b.connect_timeout_opt})
       if (ssh_only->count() > 0)
         throw UsageError(label_of(*ssh_only) + " applies to hvrun's own SSH, which --rsh-agent replaces; put it in "
                          "the --rsh-agent command instead (e.g. --rsh-agent 'ssh -p 2222')");
@@ -324,42 +318,42 @@ CliResult parse_command_line(int argc, const char* const* argv) {
     throw UsageError("no command given: hvrun [options] command [args...]");
   }
 
-  o.np = np;
-  if (port_opt->count() > 0) o.ssh_port = ssh_port;
+  o.np = b.np;
+  if (b.port_opt->count() > 0) o.ssh_port = b.ssh_port;
   // horovodrun's default comes from HOROVOD_START_TIMEOUT (seconds) when the flag is not given.
   const char* start_env = std::getenv("HOROVOD_START_TIMEOUT");
   if (app.get_option("--start-timeout")->count() == 0 && start_env != nullptr && *start_env != '\0') {
     std::string text = start_env;
     if (const std::string why = seconds(false)(text); !why.empty()) throw UsageError("HOROVOD_START_TIMEOUT: " + why);
-    start_timeout = std::stod(text);
+    b.start_timeout = std::stod(text);
   }
-  o.start_timeout = std::max(to_millis(start_timeout), std::chrono::milliseconds(1));
-  o.kill_grace = to_millis(kill_grace);
-  o.probe_timeout = std::max(to_millis(probe_timeout), std::chrono::milliseconds(1));
-  o.ssh_connect_timeout = std::max(to_millis(ssh_connect_timeout), std::chrono::milliseconds(1));
-  o.heartbeat_timeout = std::max(to_millis(heartbeat_timeout), std::chrono::milliseconds(1));
-  if (o.verbose && level_opt->count() == 0) o.log_level = "info";
-  for (const auto& item : env) o.env.push_back(split_env(item));
+  o.start_timeout = std::max(to_millis(b.start_timeout), std::chrono::milliseconds(1));
+  o.kill_grace = to_millis(b.kill_grace);
+  o.probe_timeout = std::max(to_millis(b.probe_timeout), std::chrono::milliseconds(1));
+  o.ssh_connect_timeout = std::max(to_millis(b.ssh_connect_timeout), std::chrono::milliseconds(1));
+  o.heartbeat_timeout = std::max(to_millis(b.heartbeat_timeout), std::chrono::milliseconds(1));
+  if (o.verbose && b.level_opt->count() == 0) o.log_level = "info";
+  for (const auto& item : b.env) o.env.push_back(split_env(item));
   NicFilter::parse(o.network_interfaces);  // syntax errors stop here, before any host is contacted
 
-  if (hosts_opt->count() > 0) {
+  if (b.hosts_opt->count() > 0) {
     std::string joined;
-    for (const auto& list : host_lists) {
+    for (const auto& list : b.host_lists) {
       parse_host_list(list);  // each -H checked alone first, so an error quotes what was typed
       joined += (joined.empty() ? "" : ",") + list;
     }
     o.hosts = parse_host_list(joined);
-  } else if (hostfile_opt->count() > 0) {
-    o.hosts = read_hostfile(hostfile);
+  } else if (b.hostfile_opt->count() > 0) {
+    o.hosts = read_hostfile(b.hostfile);
   }
   // Inside a Slurm allocation its nodes and tasks are the default hosts and slots, and -np defaults to
   // its tasks (all slots).
   std::optional<SlurmAllocation> allocation;
-  if (o.rsh_agent.empty() && (o.hosts.empty() || launcher == "auto" || launcher == "slurm"))
+  if (o.rsh_agent.empty() && (o.hosts.empty() || b.launcher == "auto" || b.launcher == "slurm"))
     allocation = slurm_allocation(process_environment());
   if (o.hosts.empty())
-    o.hosts = allocation ? allocation->nodes : std::vector<HostSpec>{HostSpec{"localhost", np > 0 ? np : 1}};
-  o.launcher = choose_launcher(launcher, !o.rsh_agent.empty(), allocation, o.hosts);
+    o.hosts = allocation ? allocation->nodes : std::vector<HostSpec>{HostSpec{"localhost", b.np > 0 ? b.np : 1}};
+  o.launcher = choose_launcher(b.launcher, !o.rsh_agent.empty(), allocation, o.hosts);
   return result;
 }
 

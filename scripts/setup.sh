@@ -15,6 +15,8 @@ packages=(
   libssh-dev libboost-dev libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev catch2 libgloo-dev libssl-dev libyaml-cpp-dev
   # tests and the network-namespace lab
   openssh-server openssh-client iproute2 iptables procps util-linux
+  # the man page check (tests/hvrun_docs.sh renders hvrun.1 with groff -ww)
+  groff-base
   # the --check-only HTML page, opened headless and screenshotted (pixels read by python3)
   chromium python3
   # --mpi: Open MPI's mpirun, and mpicc for the lab test's MPI program

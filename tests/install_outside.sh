@@ -16,7 +16,8 @@ ok() { echo "ok: $*"; }
 cmake --install "$build" --prefix "$tmp/prefix" >"$tmp/install.log" || { cat "$tmp/install.log"; exit 1; }
 p=$tmp/prefix
 for f in bin/hvrun bin/hvrun-agent bin/hvrun-allreduce-bench include/hvrun/communicator.hpp include/hvrun/collectives.h \
-  include/hvrun/data_type.hpp include/hvrun/error.hpp share/doc/hvrun/README.md share/doc/hvrun/LICENSE; do
+  include/hvrun/data_type.hpp include/hvrun/error.hpp share/doc/hvrun/README.md share/doc/hvrun/LICENSE \
+  share/man/man1/hvrun.1 share/bash-completion/completions/hvrun; do
   [[ -e $p/$f ]] && ok "installed $f" || fail "missing $f"
 done
 lib=$(dirname "$(find "$p" -name 'libhvrun_collectives.so' | head -n 1)")
