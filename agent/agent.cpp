@@ -26,6 +26,7 @@
 #include "agent/wire/error.hpp"
 #include "agent/network_stack.hpp"
 #include "agent/wire/frame_channel.hpp"
+#include "agent/wire/heartbeat.hpp"
 #include "agent/wire/job_secret.hpp"
 #include "agent/probe_listener.hpp"
 #include "agent/prober.hpp"
@@ -81,8 +82,12 @@ struct Agent::Impl {
         child_signals(io, SIGCHLD),
         stop_signals(io, SIGTERM, SIGINT, SIGHUP),
         kill_timer(io),
-        heartbeat_timer(io),
-        watchdog(io),
+        heartbeats(io, [this] { send(HeartbeatMsg{}); }),
+        // Nothing from the launcher for a whole heartbeat period: it is dead or cut off (a pulled
+        // cable leaves the SSH connection open but silent), and its ranks must not outlive it.
+        watchdog(io, [this] {
+          on_launcher_gone("no message from the launcher for " + seconds_text(watchdog.period()));
+        }),
         probe_listener(io) {}
 
   asio::io_context io;
@@ -90,9 +95,8 @@ struct Agent::Impl {
   asio::signal_set child_signals;
   asio::signal_set stop_signals;
   asio::steady_timer kill_timer;
-  asio::steady_timer heartbeat_timer;
-  asio::steady_timer watchdog;
-  std::chrono::milliseconds heartbeat{0};
+  HeartbeatSender heartbeats;
+  Watchdog watchdog;  // disarmed until the JobMsg gives the period
   std::optional<JobSecret> secret;
   int host_index = -1;
   ProbeListener probe_listener;
@@ -135,7 +139,7 @@ struct Agent::Impl {
   }
 
   void on_frame(Frame&& frame) {
-    rearm_watchdog();
+    watchdog.rearm();
     try {
       if (frame.type != FrameType::kControl) throw ProtocolError("launcher: unexpected output frame");
       std::visit([this](auto&& m) { handle(m); }, decode_control(frame.payload, "launcher"));
@@ -147,11 +151,11 @@ struct Agent::Impl {
   void handle(const JobMsg& m) {
     if (secret) throw ProtocolError("launcher: a second job message");
     secret = JobSecret::from_hex(m.secret);
-    heartbeat = std::chrono::milliseconds(m.heartbeat_ms);
+    watchdog.set_period(std::chrono::milliseconds(m.heartbeat_ms));
     host_index = m.host_index;
     probe_listener.identify(*secret, m.host_index, local_hostname());
-    rearm_watchdog();
-    send_heartbeats();
+    watchdog.rearm();
+    heartbeats.start(std::chrono::milliseconds(m.heartbeat_ms));
     // The store binds every address: the NIC is chosen later, and the token guards it meanwhile.
     if (m.serve_store) store = std::make_unique<StoreServer>(io, secret->store_token(), "", 0);
     send(ReadyMsg{store ? store->port() : 0});
@@ -200,26 +204,6 @@ struct Agent::Impl {
     }
     prober->probe(remote, std::chrono::milliseconds(m.timeout_ms), [this](ProbeResultMsg r) {
       if (!finished) send(r);
-    });
-  }
-
-  // Nothing from the launcher for a whole heartbeat period: it is dead or cut off (a pulled cable
-  // leaves the SSH connection open but silent), and its ranks must not outlive it.
-  void rearm_watchdog() {
-    if (heartbeat.count() <= 0) return;
-    watchdog.expires_after(heartbeat);
-    watchdog.async_wait([this](auto ec) {
-      if (!ec)
-        on_launcher_gone("no message from the launcher for " + seconds_text(heartbeat));
-    });
-  }
-
-  void send_heartbeats() {
-    heartbeat_timer.expires_after(heartbeat / 4);
-    heartbeat_timer.async_wait([this](auto ec) {
-      if (ec || finished) return;
-      send(HeartbeatMsg{});
-      send_heartbeats();
     });
   }
 
@@ -289,7 +273,7 @@ struct Agent::Impl {
 
   void finish() {
     finished = true;
-    heartbeat_timer.cancel();
+    heartbeats.stop();
     watchdog.cancel();
     channel.close();
     io.stop();
