@@ -1,0 +1,93 @@
+// What the start-up says about the job's hosts (launcher/connect_progress.hpp) and how the probe
+// round goes on the wire (launcher/probe_messages.hpp), on hand-made hosts.
+#include <catch2/catch.hpp>
+
+#include "agent/wire/error.hpp"
+#include "launcher/connect_progress.hpp"
+#include "launcher/probe_messages.hpp"
+
+using hvrun::JobHost;
+using namespace std::chrono_literals;
+
+namespace {
+
+JobHost host(const std::string& name, bool up, const std::string& error = "") {
+  JobHost h;
+  h.name = name;
+  h.connect_error = error;
+  if (up) {
+    hvrun::InterfaceInfo eth;
+    eth.name = "eth0";
+    eth.addresses = {"10.0.0." + std::to_string(name.size())};
+    eth.prefix_lengths = {24};
+    eth.up = eth.running = true;
+    eth.speed_mbps = 1000;
+    h.hello = hvrun::HelloMsg{"v", name + ".lab", 1, 2, 4000 + static_cast<int>(name.size()), {eth}, "", "", name};
+    h.ready = hvrun::ReadyMsg{0};
+  }
+  return h;
+}
+
+}  // namespace
+
+TEST_CASE("connect progress: counts, pending hosts, failures and missing agents", "[connect_progress]") {
+  std::vector<JobHost> hosts;
+  hosts.push_back(host("a", true));
+  hosts.push_back(host("bb", false, "bb: ssh: connection refused"));
+  hosts.push_back(host("ccc", false));
+  hosts.back().connecting = true;
+  const auto p = hvrun::start_progress(hosts, 1500ms);
+  CHECK(p.hosts == 3);
+  CHECK(p.connected == 1);
+  CHECK(p.agents_up == 1);
+  CHECK(p.pending == std::vector<std::string>{"ccc"});
+  CHECK(p.elapsed == 1500ms);
+  CHECK(hvrun::connect_failures(hosts) == "cannot start the job on 1 of 3 hosts:\n    bb: ssh: connection refused");
+  CHECK(hvrun::agents_missing(hosts) == "ccc");
+  hosts[1] = host("bb", false);
+  CHECK_FALSE(hvrun::connect_failures(hosts).has_value());
+  CHECK(hvrun::agents_missing(hosts) == "bb, ccc");
+}
+
+TEST_CASE("probe messages: members, requests in job indices, results back in member indices",
+          "[connect_progress]") {
+  std::vector<JobHost> hosts;
+  hosts.push_back(host("a", true));
+  hosts.push_back(host("bb", false, "no ssh"));
+  hosts.push_back(host("ccc", true));
+  auto members = hvrun::probe_members(hosts);
+  CHECK(members.hosts == std::vector<std::size_t>{0, 2});
+  REQUIRE(members.inventories.size() == 2);
+  CHECK(members.inventories[1].hostname == "ccc.lab");
+  CHECK(hvrun::probe_scope(0, 10) == "every pair");
+  CHECK(hvrun::probe_scope(3, 4) == "every pair");
+  CHECK(hvrun::probe_scope(3, 5) == "each host from 3+ peers");
+
+  const hvrun::ProbeRound round(members.hosts, members.inventories, hvrun::NicFilter{}, false, 0, true);
+  const auto requests = hvrun::probe_requests(round, round.planned(), hosts, 700ms);
+  REQUIRE(requests.size() == 2);
+  for (std::size_t m = 0; m < 2; ++m) {
+    CHECK(requests[m].timeout_ms == 700);
+    REQUIRE(requests[m].targets.size() == 1);
+    const auto& t = requests[m].targets[0];
+    const std::size_t other = m == 0 ? 2 : 0;  // each probes the other member, named by its job index
+    CHECK(t.host == static_cast<int>(other));
+    CHECK(t.port == hosts[other].hello->probe_port);
+  }
+
+  const std::string peer = "agent on ccc";
+  const auto r =
+      hvrun::probe_result(round, hosts, 2, hvrun::ProbeResultMsg{0, "eth0", "10.0.0.1", "wrong-host", 2, 12, ""}, peer);
+  CHECK(r.from == 1);
+  CHECK(r.to == 0);
+  CHECK(r.outcome == hvrun::ProbeOutcome::kWrongHost);
+  CHECK(r.answered_as == "ccc");
+  CHECK(r.elapsed == 12ms);
+  using Msg = hvrun::ProbeResultMsg;
+  CHECK_THROWS_WITH(hvrun::probe_result(round, hosts, 2, Msg{5, "", "", "ok", -1, 0, ""}, peer),
+                    "agent on ccc: probe result for an unknown host");
+  CHECK_THROWS_WITH(hvrun::probe_result(round, hosts, 2, Msg{1, "", "", "ok", -1, 0, ""}, peer),
+                    "bb: probe result about a host without an agent");
+  CHECK_THROWS_WITH(hvrun::probe_result(round, hosts, 2, Msg{0, "", "", "maybe", -1, 0, ""}, peer),
+                    "agent on ccc: unknown probe outcome 'maybe'");
+}
