@@ -27,6 +27,9 @@
 #include "agent/network_stack.hpp"
 #include "agent/wire/frame_channel.hpp"
 #include "agent/wire/heartbeat.hpp"
+#include "agent/wire/io_sizes.hpp"
+#include "agent/wire/local_hostname.hpp"
+#include "agent/wire/probe_message.hpp"
 #include "agent/wire/job_secret.hpp"
 #include "agent/probe_listener.hpp"
 #include "agent/prober.hpp"
@@ -41,12 +44,6 @@ namespace asio = boost::asio;
 using Descriptor = asio::posix::stream_descriptor;
 
 namespace {
-
-std::string local_hostname() {
-  char name[256] = {};
-  if (::gethostname(name, sizeof name - 1) != 0) throw_errno("gethostname");
-  return name;
-}
 
 // A port that is free right now on every address of this host; the rank that binds it later races
 // with other programs exactly as torchrun's choice does.
@@ -64,7 +61,6 @@ int pick_free_port() {
   return ntohs(addr.sin_port);
 }
 
-constexpr std::size_t kReadChunk = 64 * 1024;
 constexpr int kDrainChunks = 16;  // what a dead rank's pipe may still hold, read before its exit is sent
 
 }  // namespace
@@ -197,7 +193,7 @@ struct Agent::Impl {
     std::vector<ProbeAddress> remote;
     for (const auto& t : m.targets) {
       if (!interface_of(own, t.address).empty())
-        send(ProbeResultMsg{t.host, t.iface, t.address, "wrong-host", host_index, 0,
+        send(ProbeResultMsg{t.host, t.iface, t.address, to_string(ProbeOutcome::kWrongHost), host_index, 0,
                             "the address is also one of the probing host's own"});
       else
         remote.push_back(t);
@@ -318,7 +314,7 @@ struct Agent::Impl {
   bool read_once(Rank& r, OutputStream s, bool rearm) {
     Descriptor* d = descriptor(r, s);
     if (d == nullptr) return false;
-    char buf[kReadChunk];
+    char buf[kIoChunk];
     const ssize_t n = retry_eintr([&] { return ::read(d->native_handle(), buf, sizeof buf); });
     if (n > 0) {
       channel.send(FrameType::kOutput, encode_output(r.rank, s, std::string_view(buf, static_cast<size_t>(n))));

@@ -1,6 +1,7 @@
 #include "launcher/probe_messages.hpp"
 
 #include "agent/wire/error.hpp"
+#include "agent/wire/probe_message.hpp"
 
 namespace hvrun {
 
@@ -10,13 +11,6 @@ std::size_t member_of(const ProbeRound& round, const std::vector<JobHost>& hosts
   const auto m = round.member_of(host);
   if (!m) throw ProtocolError(hosts[host].name + ": probe result about a host without an agent");
   return *m;
-}
-
-ProbeOutcome outcome_of(const std::string& word, const std::string& peer) {
-  for (ProbeOutcome o : {ProbeOutcome::kOk, ProbeOutcome::kRefused, ProbeOutcome::kTimeout,
-                         ProbeOutcome::kUnreachable, ProbeOutcome::kWrongHost, ProbeOutcome::kAuthFailed})
-    if (word == to_string(o)) return o;
-  throw ProtocolError(peer + ": unknown probe outcome '" + word + "'");
 }
 
 }  // namespace
@@ -59,7 +53,7 @@ ProbeResult probe_result(const ProbeRound& round, const std::vector<JobHost>& ho
   r.to = member_of(round, hosts, static_cast<std::size_t>(m.host));
   r.iface = m.iface;
   r.address = m.address;
-  r.outcome = outcome_of(m.outcome, peer);
+  r.outcome = parse_probe_outcome(m.outcome, peer);
   if (m.answered_as >= 0 && static_cast<std::size_t>(m.answered_as) < hosts.size())
     r.answered_as = hosts[static_cast<std::size_t>(m.answered_as)].name;
   r.elapsed = std::chrono::milliseconds(m.elapsed_ms);
