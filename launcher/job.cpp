@@ -9,6 +9,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <iostream>
 #include <algorithm>
+#include <functional>
 #include <optional>
 #include <spdlog/spdlog.h>
 
@@ -17,30 +18,22 @@
 #include "agent/wire/error.hpp"
 #include "agent/wire/job_secret.hpp"
 #include "agent/rank_process.hpp"
-#include "hvrun/version.hpp"
 #include "launcher/agent_links.hpp"
+#include "launcher/agent_startup.hpp"
 #include "launcher/check_run.hpp"
 #include "launcher/connect_progress.hpp"
-#include "launcher/connector.hpp"
 #include "launcher/dry_run.hpp"
 #include "launcher/env_policy.hpp"
 #include "launcher/horovod_rendezvous_plan.hpp"
-#include "launcher/host_locality.hpp"
 #include "launcher/job_host.hpp"
 #include "launcher/launch_timings.hpp"
 #include "launcher/mpirun_process.hpp"
-#include "launcher/nic_filter.hpp"
+#include "launcher/nic_discovery.hpp"
 #include "launcher/output_mux.hpp"
-#include "launcher/probe_messages.hpp"
-#include "launcher/probe_peers.hpp"
-#include "launcher/probe_retry.hpp"
-#include "launcher/probe_round.hpp"
 #include "launcher/rank_exits.hpp"
 #include "launcher/rank_launch.hpp"
 #include "launcher/rank_plan.hpp"
-#include "launcher/same_host.hpp"
 #include "launcher/shell_quote.hpp"
-#include "launcher/status_line.hpp"
 #include "launcher/teardown.hpp"
 #include "launcher/user_env.hpp"
 
@@ -57,7 +50,6 @@ constexpr milliseconds kAfterKillSlack{1000};
 constexpr milliseconds kShutdownTimeout{2000};
 // How long a rank failure report waits for the rank output before it to be written.
 constexpr milliseconds kReportDrainTimeout{500};
-constexpr milliseconds kProbeSlack{2000};
 
 }  // namespace
 
@@ -70,35 +62,27 @@ struct Job::Impl {
         plan(options.hosts, options.np, options.no_oversubscribe),
         signals(io, SIGINT, SIGTERM),
         deadline(io),
-        progress_timer(io),
         secret(JobSecret::generate()),
         teardown(options.kill_grace) {}
 
   LaunchOptions options;
   RankPlan plan;
-  std::unique_ptr<StatusLine> status;
   asio::io_context io;
   asio::signal_set signals;
   asio::steady_timer deadline;
-  asio::steady_timer progress_timer;
   JobSecret secret;
   std::vector<Host> hosts;
   RankExits exits;
   std::unique_ptr<AgentLinks> links;  // one per host, from start_agents() on
   std::unique_ptr<OutputMux> output;
-  NicFilter filter;
-  bool single_host = false;
-  std::optional<ProbeRound> round;  // from probing on
-  bool evaluation_pending = false;
-  std::chrono::steady_clock::time_point probe_started;
-  std::chrono::milliseconds probe_ms{0};
+  std::unique_ptr<NicDiscovery> nics;  // from run() on
   using Clock = LaunchTimings::Clock;
   LaunchTimings timings;  // when each phase ended, for --verbose (log_timings)
   Teardown teardown;
   std::string horovod_rendezvous_addr;  // empty when not served
   int horovod_rendezvous_port = 0;
   std::optional<std::vector<std::string>> mpirun;  // --mpi: the command line, once the NICs are chosen
-  std::unique_ptr<Connector> connector;  // last: destroyed first, so no late result reaches the job
+  std::unique_ptr<AgentStartup> startup;  // last: its Connector goes first, so no late result reaches the job
 
   int run() {
     if (plan.oversubscribed() && !options.oversubscribe)
@@ -109,7 +93,14 @@ struct Job::Impl {
       print_dry_run(std::cout, plan, options, launcher_environment());
       return kExitOk;
     }
-    filter = NicFilter::parse(options.network_interfaces);
+    nics = std::make_unique<NicDiscovery>(
+        io, options, hosts, NicFilter::parse(options.network_interfaces),
+        NicDiscovery::Hooks{
+            .probing = [this] { return teardown.phase() == Phase::kProbing; },
+            .arm_deadline = [this](milliseconds after, std::function<void()> f) { arm_deadline(after, std::move(f)); },
+            .cancel_deadline = [this] { deadline.cancel(); },
+            .send = [this](std::size_t i, const ProbeRequestMsg& m) { links->send(i, m); },
+            .decided = [this] { on_decided(); }});
     output = std::make_unique<OutputMux>(
         plan.size(), OutputOptions{options.output_filename, options.prefix_timestamp, 1, 2, 10},
         [this] { asio::post(io, [this] {
@@ -156,84 +147,37 @@ struct Job::Impl {
   // ---- start-up ----------------------------------------------------------------------------------
 
   void start_agents() {
-    std::vector<std::string> names;
-    for (const auto& hp : plan.hosts()) names.push_back(hp.host);
-    const auto local = find_local_hosts(names, kResolveTimeout);
-
+    hosts = job_hosts(plan, kResolveTimeout);
     exits = RankExits(plan.size());
-    for (std::size_t i = 0; i < plan.hosts().size(); ++i) {
-      const HostPlan& hp = plan.hosts()[i];
-      if (hp.local_size == 0) continue;
-      Host h;
-      h.plan_index = i;
-      h.name = hp.host;
-      h.is_local = local[i];
-      exits.assign(hosts.size(), hp.first_rank, hp.local_size);
-      hosts.push_back(std::move(h));
+    std::vector<std::string> names;
+    for (std::size_t i = 0; i < hosts.size(); ++i) {
+      const HostPlan& hp = plan.hosts()[hosts[i].plan_index];
+      exits.assign(i, hp.first_rank, hp.local_size);
+      names.push_back(hosts[i].name);
     }
-    std::vector<std::string> job_hosts;
-    for (const Host& h : hosts) job_hosts.push_back(h.name);
     links = std::make_unique<AgentLinks>(
-        io, job_hosts, options.heartbeat_timeout,
+        io, names, options.heartbeat_timeout,
         AgentLinks::Events{.on_frame = [this](std::size_t i, Frame&& f) { on_frame(i, std::move(f)); },
                            .on_closed = [this](std::size_t i, const std::string& e) { on_agent_closed(i, e); }});
-    const bool any_remote = std::any_of(hosts.begin(), hosts.end(), [](const Host& h) { return !h.is_local; });
-    if (any_remote) status = std::make_unique<StatusLine>(2);
-    const std::string agent_path = default_agent_path();
-    connector = std::make_unique<Connector>(
-        io, Connector::host_agent_starter(options, agent_path),
-        [this](std::size_t i, std::shared_ptr<HostAgent> agent, const std::string& error) {
-          on_connected(i, std::move(agent), error);
-        });
-    for (std::size_t i = 0; i < hosts.size(); ++i) {
-      Host& h = hosts[i];
-      if (h.is_local) {
-        h.local = std::make_unique<LocalAgent>(agent_path);
-        attach(i, h.local->take_channel());
-      } else {
-        h.connecting = true;
-        connector->connect(i, h.name);
-      }
-    }
+    startup = std::make_unique<AgentStartup>(
+        io, options, plan, hosts, timings.start,
+        AgentStartup::Hooks{.starting = [this] { return teardown.phase() == Phase::kStarting; },
+                            .attach = [this](std::size_t i, UniqueFd fd) { attach(i, std::move(fd)); },
+                            .failed =
+                                [this](std::size_t i) {
+                                  links->mark_closed(i);
+                                  exits.mark_host_exited(i);
+                                },
+                            .connected = [this] { on_connected(); }});
+    startup->start();
     links->start_heartbeats();
-    show_progress();
-    if (status) tick_progress(kNamePendingAfter);
   }
 
-  void on_connected(std::size_t i, std::shared_ptr<HostAgent> agent, const std::string& error) {
-    Host& h = hosts[i];
-    h.connecting = false;
-    if (!error.empty()) {
-      h.connect_error = error;
-      links->mark_closed(i);
-      exits.mark_host_exited(i);
-    } else {
-      h.remote = std::move(agent);
-      if (teardown.phase() == Phase::kStarting) attach(i, h.remote->take_channel());
-    }
-    show_progress();
-    if (teardown.phase() != Phase::kStarting) return;
-    if (std::any_of(hosts.begin(), hosts.end(), [](const Host& x) { return x.connecting; })) return;
+  // Every agent start has ended.
+  void on_connected() {
     timings.connected = Clock::now();
     if (options.check_only) return maybe_probe();
     if (const auto failures = connect_failures(hosts)) fail_job(*failures);
-  }
-
-  void show_progress() {
-    if (!status || teardown.phase() != Phase::kStarting) return;
-    const auto elapsed = std::chrono::duration_cast<milliseconds>(Clock::now() - timings.start);
-    status->show(progress_text(start_progress(hosts, elapsed)));
-  }
-
-  // Redraws the status line once a second from kNamePendingAfter on, so pending hosts get named even
-  // when no event comes.
-  void tick_progress(milliseconds after) {
-    progress_timer.expires_after(after);
-    progress_timer.async_wait([this](auto ec) {
-      if (ec || teardown.phase() != Phase::kStarting) return;
-      show_progress();
-      tick_progress(milliseconds(1000));
-    });
   }
 
   // Starts the conversation with the agent of hosts[i] over `fd`.
@@ -246,44 +190,18 @@ struct Job::Impl {
                          serves_store});
   }
 
-  void on_hello(std::size_t i, HelloMsg m) {
-    Host& h = hosts[i];
-    if (h.hello) throw ProtocolError(links->peer(i) + ": a second hello");
-    if (m.version != kVersion)
-      throw ProtocolError(links->peer(i) + " is version " + m.version + ", hvrun is " + kVersion +
-                          "; install the same hvrun version on every host");
-    if (status) status->clear();
-    spdlog::info("hvrun: agent on {} is up (hostname {}, pid {}{})", h.name, m.hostname, m.pid,
-                 h.remote ? ", " + h.remote->agent_description() : std::string());
-    h.hello = std::move(m);
-    show_progress();
-    maybe_probe();
-  }
-
   // Probing starts when every host has either said hello or (under --check-only, which reports them)
   // failed to connect.
   void maybe_probe() {
-    if (teardown.phase() != Phase::kStarting) return;
-    for (const auto& other : hosts)
-      if (!(other.hello && other.ready) && (other.connecting || other.connect_error.empty())) return;
-    if (status) status->clear();
+    if (teardown.phase() != Phase::kStarting || !startup->all_up()) return;
+    startup->clear_status();
     timings.agents_up = Clock::now();
-    if (const auto twin = same_host()) {
+    if (const auto twin = startup->same_host()) {
       teardown.record_failure(kExitUsage);
       spdlog::error("hvrun: error: {}", *twin);
       return shut_down();
     }
     probe();
-  }
-
-  // Two entries of one multi-host job that reach the same network stack (same_host.hpp). A job whose
-  // every host is this machine is exempt: there loopback is the NIC and nothing is probed.
-  std::optional<std::string> same_host() const {
-    if (std::all_of(hosts.begin(), hosts.end(), [](const Host& h) { return h.is_local; })) return std::nullopt;
-    std::vector<HostIdentity> ids;
-    for (const Host& h : hosts)
-      if (h.hello) ids.push_back(HostIdentity{h.name, plan.hosts()[h.plan_index].slots, h.hello->network_stack});
-    return same_host_error(ids);
   }
 
   // ---- NIC discovery -----------------------------------------------------------------------------
@@ -292,74 +210,25 @@ struct Job::Impl {
   // launch, every other host for --check-only), all at once; then each host gets the NIC they all reached.
   void probe() {
     teardown.advance(Phase::kProbing);
-    ProbeMembers members = probe_members(hosts);
-    // Every host in the list is this machine (`-H localhost:2,127.0.0.1:2`): loopback is the NIC.
-    single_host = std::all_of(hosts.begin(), hosts.end(), [](const Host& h) { return h.is_local; });
-    const std::size_t peers = probe_peer_count(options.probe_peers, options.check_only);
     try {
-      round.emplace(std::move(members.hosts), std::move(members.inventories), filter, single_host, peers,
-                    !options.check_only);
+      nics->start();
     } catch (const UsageError& e) {
       teardown.record_failure(kExitUsage);
       spdlog::error("hvrun: error: {}", e.what());
       return shut_down();
     }
-    probe_started = std::chrono::steady_clock::now();
-    spdlog::info("hvrun: probing {} addresses of {} hosts ({})", round->planned().size(), hosts.size(),
-                 probe_scope(peers, round->members().size()));
-    send_probes(round->planned(), options.probe_timeout);
-    if (round->planned().empty()) decide();
-  }
-
-  // Sends each prober its share of `probes`, in the order given.
-  void send_probes(const std::vector<ProbeRound::Probe>& probes, milliseconds timeout) {
-    const auto requests = probe_requests(*round, probes, hosts, timeout);
-    for (std::size_t m = 0; m < requests.size(); ++m)
-      if (!requests[m].targets.empty()) links->send(round->members()[m], requests[m]);
-    // Probes end by themselves within the timeout; the slack covers agents that are slow to say so.
-    arm_deadline(timeout + kProbeSlack, [this] { decide(); });
   }
 
   void handle(std::size_t i, ProbeResultMsg m) {
-    if (teardown.phase() != Phase::kProbing) return;
-    if (round->add(probe_result(*round, hosts, i, m, links->peer(i)))) return decide();
-    if (!options.check_only && !evaluation_pending) {
-      // Results come in bursts; judge once per burst.
-      evaluation_pending = true;
-      asio::post(io, [this] {
-        evaluation_pending = false;
-        if (teardown.phase() == Phase::kProbing && round->decision_is_final()) decide();
-      });
-    }
+    if (teardown.phase() == Phase::kProbing) nics->add(i, m, links->peer(i));
   }
 
-  // The selection of hosts[i] (a host without an agent has none).
-  std::optional<NicChoice> choice_of(std::size_t i) const { return round ? round->choice_of(i) : std::nullopt; }
-
-  void decide() {
-    if (teardown.phase() != Phase::kProbing) return;
-    deadline.cancel();
-    round->decide();
-    // A probe is not a verdict: probes that timed out towards a host without a usable NIC go again
-    // (probe_retry.hpp), each attempt with a longer timeout.
-    if (const auto again = round->retry(); !again.empty()) {
-      const milliseconds timeout = attempt_timeout(options.probe_timeout, round->attempts());
-      spdlog::info("hvrun: probing {} addresses again (attempt {} of {}, timeout {})", again.size(),
-                   round->attempts(), kMaxProbeAttempts, seconds_text(timeout));
-      return send_probes(again, timeout);
-    }
-    timings.decided = Clock::now();
-    probe_ms = std::chrono::duration_cast<std::chrono::milliseconds>(timings.decided - probe_started);
-    for (std::size_t i = 0; i < hosts.size(); ++i)
-      if (auto c = choice_of(i)) spdlog::info("hvrun: {} uses {} {} ({})", hosts[i].name, c->iface, c->address, c->why);
+  void on_decided() {
+    timings.decided = nics->decided_at();
     if (options.check_only) return report_check();
-    bool all = true;
-    for (std::size_t i = 0; i < hosts.size(); ++i) all = all && choice_of(i).has_value();
-    if (!all) {
+    if (!nics->all_chosen()) {
       teardown.record_failure(kExitLaunchFailed);
-      std::string why = report().why_unusable();
-      while (!why.empty() && why.back() == '\n') why.pop_back();
-      spdlog::error("hvrun: {}\nhvrun: gave up after {}", why, attempts_text(options.probe_timeout, round->attempts()));
+      spdlog::error("hvrun: {}", nics->unusable_text());
       return shut_down();
     }
     // --mpi: mpirun's processes need no Gloo rendezvous.
@@ -371,7 +240,7 @@ struct Job::Impl {
   // starts: rank 0's agent starts it on its chosen NIC, and the launch waits for the port.
   void serve_horovod_rendezvous() {
     const std::size_t r0 = exits.host_of(0);
-    const NicChoice c = *choice_of(r0);
+    const NicChoice c = *nics->choice_of(r0);
     std::vector<std::vector<InterfaceInfo>> job_interfaces;
     for (const Host& h : hosts) job_interfaces.push_back(h.hello->interfaces);
     const auto p = plan_horovod_rendezvous(c.iface, c.address, hosts[r0].hello->interfaces, job_interfaces);
@@ -392,7 +261,7 @@ struct Job::Impl {
 
   // --mpi: the agents' work ends with the choice; mpirun runs once they are gone (run()).
   void prepare_mpirun() {
-    const MpirunInput in = mpirun_input_for(hosts, plan, *round, options);
+    const MpirunInput in = mpirun_input_for(hosts, plan, *nics->round(), options);
     try {
       mpirun = mpirun_argv(in);
       spdlog::info("hvrun: --mpi: {}", shell_line(*mpirun));
@@ -403,12 +272,8 @@ struct Job::Impl {
     shut_down();
   }
 
-  CheckReport report() const {
-    return check_report_of(hosts, round ? &*round : nullptr, CheckInput{{}, probe_ms, filter, single_host});
-  }
-
   void report_check() {
-    teardown.set_exit_code(print_check_report(report(), options));
+    teardown.set_exit_code(print_check_report(nics->report(), options));
     teardown.mark_reported();
     shut_down();
   }
@@ -416,14 +281,14 @@ struct Job::Impl {
   void launch() {
     const JobServices services{exits.host_of(0), secret.store_token(), horovod_rendezvous_addr,
                                horovod_rendezvous_port};
-    const JobNetwork net = job_network(hosts, plan, *round, services);
+    const JobNetwork net = job_network(hosts, plan, *nics->round(), services);
     const EnvPolicy env(launcher_environment(), options);
     for (const std::string& name : env.unset())
       spdlog::warn("hvrun: -x {}: not set in hvrun's environment, so not passed to the ranks", name);
     const std::string cwd = current_directory();
     std::vector<std::string> names;
-    for (const HostInventory& inv : round->inventories()) names.push_back(inv.host);
-    if (const std::string line = user_nic_contradictions(env.user(), names, round->selections()); !line.empty())
+    for (const HostInventory& inv : nics->round()->inventories()) names.push_back(inv.host);
+    if (const std::string line = user_nic_contradictions(env.user(), names, nics->round()->selections()); !line.empty())
       spdlog::warn("hvrun: {}", line);
     for (std::size_t i = 0; i < hosts.size(); ++i)
       links->send(i, launch_message(hosts[i], plan, net, env, options, cwd));
@@ -466,7 +331,10 @@ struct Job::Impl {
                           ", which is not on that host");
   }
 
-  void handle(std::size_t i, HelloMsg m) { on_hello(i, std::move(m)); }
+  void handle(std::size_t i, HelloMsg m) {
+    startup->hello(i, std::move(m), links->peer(i));
+    maybe_probe();
+  }
 
   void handle(std::size_t i, ReadyMsg m) {
     Host& h = hosts[i];
@@ -563,7 +431,7 @@ struct Job::Impl {
   // `line`: the failure's report, printed when it is the first.
   void carry_out(const Teardown::Decision& d, const std::string& line) {
     if (d.report) {
-      if (status) status->clear();
+      startup->clear_status();
       spdlog::error("{}", line);
     }
     if (d.action == Teardown::Action::kShutDown) shut_down();
@@ -595,24 +463,23 @@ struct Job::Impl {
   void finish() {
     teardown.finish();
     links->close_all();
-    progress_timer.cancel();
+    startup->stop();
     deadline.cancel();
     // Everything the ranks printed is written before hvrun exits, however slowly stdout is read; a
     // signal meanwhile (on_signal) gives up on it.
     output->notify_when_empty([this] { asio::post(io, [this] { io.stop(); }); });
   }
 
-  template <typename F>
-  void arm_deadline(milliseconds after, F on_expiry) {
+  void arm_deadline(milliseconds after, std::function<void()> on_expiry) {
     deadline.expires_after(after);
-    deadline.async_wait([on_expiry](auto ec) {
+    deadline.async_wait([on_expiry = std::move(on_expiry)](auto ec) {
       if (!ec) on_expiry();
     });
   }
 
   void log_timings() const {
     const bool any_remote = std::any_of(hosts.begin(), hosts.end(), [](const Host& h) { return !h.is_local; });
-    spdlog::info("{}", timings_text(timings, any_remote, round ? round->probes_sent() : 0, Clock::now()));
+    spdlog::info("{}", timings_text(timings, any_remote, nics->round() ? nics->round()->probes_sent() : 0, Clock::now()));
   }
 };
 

@@ -1,0 +1,67 @@
+// The agent start-up (launcher/agent_startup.hpp) without starting agents: the job's hosts from the
+// plan, each agent's hello, when every agent is up, and two entries that are one machine.
+#include <catch2/catch.hpp>
+
+#include <utility>  // before Asio: docs/DESIGN.md §8
+#include <boost/asio/io_context.hpp>
+#include <string>
+#include <vector>
+
+#include "agent/wire/error.hpp"
+#include "hvrun/version.hpp"
+#include "launcher/agent_startup.hpp"
+
+using hvrun::AgentStartup;
+using hvrun::JobHost;
+using namespace std::chrono_literals;
+
+namespace {
+
+hvrun::HelloMsg hello(const std::string& version, const std::string& stack) {
+  hvrun::HelloMsg m;
+  m.version = version;
+  m.hostname = "h";
+  m.pid = 7;
+  m.network_stack = stack;
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("agent startup: job hosts, hellos, all up, one machine twice", "[agent_startup]") {
+  // -np 3 over three hosts of 2 slots: the third runs no rank and is no job host.
+  const hvrun::RankPlan plan({{"localhost", 2}, {"other.invalid", 2}, {"spare.invalid", 2}}, 3, false);
+  std::vector<JobHost> hosts = hvrun::job_hosts(plan, 2000ms);
+  REQUIRE(hosts.size() == 2);
+  CHECK(hosts[0].name == "localhost");
+  CHECK(hosts[0].is_local);
+  CHECK(hosts[1].plan_index == 1);
+  CHECK_FALSE(hosts[1].is_local);
+
+  boost::asio::io_context io;
+  hvrun::LaunchOptions options;
+  AgentStartup startup(io, options, plan, hosts, std::chrono::steady_clock::now(),
+                       AgentStartup::Hooks{.starting = [] { return true; }, .attach = {}, .failed = {}, .connected = {}});
+  CHECK_FALSE(startup.all_up());
+  CHECK_THROWS_WITH(startup.hello(0, hello("0.0.0-other", "ns"), "agent on localhost"),
+                    std::string("agent on localhost is version 0.0.0-other, hvrun is ") + hvrun::kVersion +
+                        "; install the same hvrun version on every host");
+  startup.hello(0, hello(hvrun::kVersion, "ns"), "agent on localhost");
+  CHECK_THROWS_WITH(startup.hello(0, hello(hvrun::kVersion, "ns"), "agent on localhost"),
+                    "agent on localhost: a second hello");
+  hosts[0].ready = hvrun::ReadyMsg{0};
+  CHECK_FALSE(startup.all_up());
+  // A host whose start failed counts as settled (--check-only reports it).
+  hosts[1].connect_error = "ssh: refused";
+  CHECK(startup.all_up());
+  hosts[1].connect_error.clear();
+  startup.hello(1, hello(hvrun::kVersion, "ns"), "agent on other.invalid");
+  hosts[1].ready = hvrun::ReadyMsg{0};
+  CHECK(startup.all_up());
+  // Both agents report one network stack: one machine listed twice.
+  const auto twin = startup.same_host();
+  REQUIRE(twin);
+  CHECK(twin->find("'localhost' and 'other.invalid'") != std::string::npos);
+  startup.clear_status();  // no status line without start(): nothing to clear
+  startup.stop();
+}
