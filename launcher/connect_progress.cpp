@@ -2,6 +2,16 @@
 
 namespace hvrun {
 
+std::string agent_loss_reason(const JobHost& host, const std::string& error) {
+  std::string why = error.empty() ? std::string("it exited") : error;
+  if (host.remote) {
+    std::string tail = host.remote->stderr_tail();
+    while (!tail.empty() && tail.back() == '\n') tail.pop_back();
+    if (!tail.empty()) why += "; its last words: " + tail.substr(tail.rfind('\n') + 1);
+  }
+  return why;
+}
+
 StartProgress start_progress(const std::vector<JobHost>& hosts, std::chrono::milliseconds elapsed) {
   StartProgress p;
   p.hosts = hosts.size();

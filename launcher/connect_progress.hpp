@@ -16,6 +16,9 @@ StartProgress start_progress(const std::vector<JobHost>& hosts, std::chrono::mil
 // "cannot start the job on 2 of 5 hosts:" and each failed host's reason on its own line; nothing when
 // every host connected. All hosts are tried before anything is reported, so it names every one.
 std::optional<std::string> connect_failures(const std::vector<JobHost>& hosts);
+// Why the agent of `host` was lost: `error` ("it exited" when empty) and, for a remote agent that wrote
+// to stderr, "; its last words: " and the last line it wrote.
+std::string agent_loss_reason(const JobHost& host, const std::string& error);
 // "lab3, lab7": the hosts whose agent neither said hello nor failed to start.
 std::string agents_missing(const std::vector<JobHost>& hosts);
 

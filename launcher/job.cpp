@@ -283,13 +283,8 @@ struct Job::Impl {
                                horovod_rendezvous_port};
     const JobNetwork net = job_network(hosts, plan, *nics->round(), services);
     const EnvPolicy env(launcher_environment(), options);
-    for (const std::string& name : env.unset())
-      spdlog::warn("hvrun: -x {}: not set in hvrun's environment, so not passed to the ranks", name);
+    warn_about_user_environment(env, *nics->round());
     const std::string cwd = current_directory();
-    std::vector<std::string> names;
-    for (const HostInventory& inv : nics->round()->inventories()) names.push_back(inv.host);
-    if (const std::string line = user_nic_contradictions(env.user(), names, nics->round()->selections()); !line.empty())
-      spdlog::warn("hvrun: {}", line);
     for (std::size_t i = 0; i < hosts.size(); ++i)
       links->send(i, launch_message(hosts[i], plan, net, env, options, cwd));
     teardown.advance(Phase::kRunning);
@@ -401,13 +396,7 @@ struct Job::Impl {
       maybe_done();
       return;
     }
-    std::string why = error.empty() ? std::string("it exited") : error;
-    if (h.remote) {
-      std::string tail = h.remote->stderr_tail();
-      while (!tail.empty() && tail.back() == '\n') tail.pop_back();
-      if (!tail.empty()) why += "; its last words: " + tail.substr(tail.rfind('\n') + 1);
-    }
-    fail_job("lost the agent on " + h.name + ": " + why);
+    fail_job("lost the agent on " + h.name + ": " + agent_loss_reason(h, error));
     if (exits.all_exited()) shut_down();
   }
 

@@ -31,6 +31,9 @@ JobNetwork job_network(const std::vector<JobHost>& hosts, const RankPlan& plan, 
 // README "The rank environment"), in `cwd`.
 LaunchMsg launch_message(const JobHost& host, const RankPlan& plan, const JobNetwork& net, const EnvPolicy& env,
                          const LaunchOptions& options, const std::string& cwd);
+// The launch's warnings about the user's environment: each -x name hvrun's environment lacks, and -x
+// settings that contradict the chosen NICs (user_env.hpp).
+void warn_about_user_environment(const EnvPolicy& env, const ProbeRound& round);
 // hvrun's working directory, where the ranks start.
 std::string current_directory();
 // --mpi: mpirun's input for the chosen NICs, in the job's host order.

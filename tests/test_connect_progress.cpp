@@ -47,6 +47,9 @@ TEST_CASE("connect progress: counts, pending hosts, failures and missing agents"
   hosts[1] = host("bb", false);
   CHECK_FALSE(hvrun::connect_failures(hosts).has_value());
   CHECK(hvrun::agents_missing(hosts) == "bb, ccc");
+  // A local agent has no stderr tail to quote.
+  CHECK(hvrun::agent_loss_reason(hosts[0], "") == "it exited");
+  CHECK(hvrun::agent_loss_reason(hosts[0], "no answer for 4 s") == "no answer for 4 s");
 }
 
 TEST_CASE("probe messages: members, requests in job indices, results back in member indices",
