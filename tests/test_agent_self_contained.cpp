@@ -77,10 +77,7 @@ TEST_CASE("hvrun-agent needs no shared library but glibc's and names the oldest 
 }
 
 TEST_CASE("a host whose sshd cannot see libstdc++ or spdlog or fmt runs ranks", "[lab]") {
-  if (auto why = Lab::unavailable_reason()) {
-    WARN(*why);
-    return;
-  }
+  HVRUN_SKIP_WITHOUT_LAB();
 #ifndef HVRUN_AGENT_SELF_CONTAINED
   WARN("skipped: this build (sanitizers or fuzzing) links hvrun-agent with the shared C++ runtime");
   return;

@@ -201,10 +201,7 @@ TEST_CASE("bad-input catalogue on this host", "[integration][bad-input]") {
 }
 
 TEST_CASE("bad-input catalogue across lab hosts", "[lab][bad-input]") {
-  if (auto why = Lab::unavailable_reason()) {
-    WARN(*why);
-    return;
-  }
+  HVRUN_SKIP_WITHOUT_LAB();
   // A prefix of its own: other lab tests (prefix hvtest) may run at the same time.
   Lab lab(2, Lab::default_prefix() + "bad");
   const std::string h1 = lab.host(1), port = lab.var("LAB_PORT"), key = lab.var("LAB_KEY");

@@ -108,10 +108,7 @@ std::string summary(const std::vector<int>& ms) {
 
 TEST_CASE("Horovod across three lab hosts: rendezvous, topology, collectives, training, a failing rank",
           "[lab][horovod]") {
-  if (auto why = Lab::unavailable_reason()) {
-    WARN(*why);
-    return;
-  }
+  HVRUN_SKIP_WITHOUT_LAB();
   if (auto why = horovod_unavailable()) {
     WARN("Horovod tests skipped: " << *why);
     return;

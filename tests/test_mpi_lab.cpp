@@ -32,10 +32,7 @@ void check_ranks(const std::string& out, int size) {
 }  // namespace
 
 TEST_CASE("mpi mode runs an MPI program on the trap lab, where plain mpirun fails", "[lab][mpi]") {
-  if (auto why = Lab::unavailable_reason()) {
-    WARN(*why);
-    return;
-  }
+  HVRUN_SKIP_WITHOUT_LAB();
   if (!hvrun::find_mpirun() || ::access("/usr/bin/mpicc", X_OK) != 0) {
     WARN("skipped: Open MPI's mpirun or mpicc is missing (apt-get install openmpi-bin libopenmpi-dev)");
     return;

@@ -27,10 +27,7 @@ struct Home {
 }  // namespace
 
 TEST_CASE("NIC discovery picks each host's fabric NIC and explains every trap", "[lab][nic]") {
-  if (auto why = Lab::unavailable_reason()) {
-    WARN(*why);
-    return;
-  }
+  HVRUN_SKIP_WITHOUT_LAB();
   Lab lab(4, "hvnic");  // short: longer host names wrap the lines this test matches
   Home home;
   const auto names = lab.list("LAB_HOSTS");

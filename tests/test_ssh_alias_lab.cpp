@@ -17,10 +17,7 @@ using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
 TEST_CASE("ssh config aliases as OpenSSH takes them, across lab hosts", "[lab][ssh_alias]") {
-  if (auto why = Lab::unavailable_reason()) {
-    WARN(*why);
-    return;
-  }
+  HVRUN_SKIP_WITHOUT_LAB();
   Lab lab(4);
   TempHome home;
   const std::string h1 = lab.host(1), h2 = lab.host(2), h3 = lab.host(3);
