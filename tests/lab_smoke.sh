@@ -162,10 +162,19 @@ for pf in "$lab_dir"/h*/sshd.pid; do sshd_pids+=("$(<"$pf")"); done
 trap - EXIT
 left=$(ip netns list | awk '{print $1}' | grep -E "^${LAB_PREFIX}-" || true)
 expect_eq "no namespaces with prefix $LAB_PREFIX left" "" "$left"
-alive=()
-for p in "${sshd_pids[@]}"; do
-  if [[ -r /proc/$p/stat ]] && ! awk '{exit ($3 == "Z") ? 0 : 1}' "/proc/$p/stat"; then alive+=("$p"); fi
-done
+# A pid whose /proc entry is gone, or a zombie, has ended. The state is read once: a process that ends
+# between a test for the file and the read is no survivor (it once failed this check that way). One that
+# is still exiting gets up to 3 s.
+lab_sshd_alive() {
+  alive=()
+  local p state
+  for p in "${sshd_pids[@]}"; do
+    state=$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null || true)
+    if [[ -n $state && $state != Z ]]; then alive+=("$p"); fi
+  done
+  [[ ${#alive[@]} -gt 0 ]]
+}
+for _ in $(seq 30); do lab_sshd_alive || break; sleep 0.1; done
 expect_eq "no lab sshd left (pids ${sshd_pids[*]})" "" "${alive[*]}"
 expect_eq "no process names $lab_dir" "" "$(grep -lsF "$lab_dir/" /proc/[0-9]*/cmdline || true)"
 expect_eq "LAB_DIR $lab_dir removed" "absent" "$([[ -e $lab_dir ]] && echo present || echo absent)"
