@@ -57,7 +57,8 @@ struct AgentStartup::Impl {
         io, Connector::host_agent_starter(options, agent_path),
         [this](std::size_t i, std::shared_ptr<HostAgent> agent, const std::string& error) {
           on_connected(i, std::move(agent), error);
-        });
+        },
+        static_cast<std::size_t>(options.connect_concurrency));
     for (std::size_t i = 0; i < hosts.size(); ++i) {
       JobHost& h = hosts[i];
       if (h.is_local) {

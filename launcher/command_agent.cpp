@@ -4,11 +4,15 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include "agent/wire/duration_text.hpp"
 #include "agent/wire/error.hpp"
 #include "agent/rank_process.hpp"
+#include "launcher/io_thread.hpp"
 
 namespace hvrun {
 
@@ -38,7 +42,6 @@ std::unique_ptr<CommandAgent> CommandAgent::start(const CommandAgentOptions& o) 
   argv.push_back(nullptr);
 
   std::unique_ptr<CommandAgent> agent(new CommandAgent(o.label));
-  agent->stop_ = make_pipe("stop pipe of the agent command's stderr reader");
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) throw_errno("fork", "starting " + o.label + " for " + o.host);
@@ -78,24 +81,52 @@ std::unique_ptr<CommandAgent> CommandAgent::start(const CommandAgentOptions& o) 
               "; " + o.fix);
 }
 
-void CommandAgent::keep_stderr(UniqueFd err) {
-  reader_ = std::thread([this, fd = std::move(err)] {
+// Reads the command's stderr into the agent's tail, one chunk per wake-up of the I/O thread, until EOF.
+// A descendant of the command that keeps the pipe open keeps it watched until the agent goes.
+class CommandAgent::StderrDrain final : public IoClient {
+ public:
+  StderrDrain(CommandAgent& owner, UniqueFd fd) : owner_(owner), fd_(std::move(fd)), io_(IoThread::get()) {
+    io_->attach(*this);
+  }
+  ~StderrDrain() override { io_->detach(*this); }
+  StderrDrain(const StderrDrain&) = delete;
+  StderrDrain& operator=(const StderrDrain&) = delete;
+
+  IoWant service() override {
     char buf[4096];
-    for (;;) {
-      pollfd p[2] = {{fd.get(), POLLIN, 0}, {stop_.read.get(), POLLIN, 0}};
-      if (retry_eintr([&] { return ::poll(p, 2, -1); }) < 0 || p[1].revents != 0) break;
-      const ssize_t got = retry_eintr([&] { return ::read(fd.get(), buf, sizeof buf); });
-      if (got <= 0) break;
-      std::lock_guard lock(tail_mutex_);
-      tail_.append(buf, static_cast<std::size_t>(got));
-      if (tail_.size() > kStderrTailBytes) tail_.erase(0, tail_.size() - kStderrTailBytes);
+    const ssize_t got = retry_eintr([&] { return ::read(fd_.get(), buf, sizeof buf); });
+    if (got == 0 || (got < 0 && errno != EAGAIN)) return {.done = true};
+    if (got > 0) {
+      std::lock_guard lock(owner_.tail_mutex_);
+      owner_.tail_.append(buf, static_cast<std::size_t>(got));
+      if (owner_.tail_.size() > kStderrTailBytes) owner_.tail_.erase(0, owner_.tail_.size() - kStderrTailBytes);
     }
+    IoWant want;
+    want.fd[0] = fd_.get();
+    want.events[0] = POLLIN;
+    return want;
+  }
+
+  void finish(const std::string& failure) override {
+    if (!failure.empty()) spdlog::debug("stderr of the agent command: {}", failure);
     {
-      std::lock_guard lock(tail_mutex_);
-      stderr_ended_ = true;
+      std::lock_guard lock(owner_.tail_mutex_);
+      owner_.stderr_ended_ = true;
     }
-    stderr_end_.notify_all();
-  });
+    owner_.stderr_end_.notify_all();
+  }
+
+ private:
+  CommandAgent& owner_;
+  UniqueFd fd_;  // the pipe's read end, non-blocking
+  std::shared_ptr<IoThread> io_;  // last: attached after the members above exist
+};
+
+CommandAgent::CommandAgent(std::string description) : description_(std::move(description)) {}
+
+void CommandAgent::keep_stderr(UniqueFd err) {
+  set_nonblocking(err.get(), "stderr of the agent command");
+  drain_ = std::make_unique<StderrDrain>(*this, std::move(err));
 }
 
 void CommandAgent::wait_stderr_end(std::chrono::milliseconds timeout) {
@@ -141,13 +172,7 @@ CommandAgent::~CommandAgent() {
       }
     }
   }
-  if (reader_.joinable()) {
-    const char wake = 1;
-    if (::write(stop_.write.get(), &wake, 1) < 0) {
-      // The pipe is ours and empty; a failed write leaves the reader to end at the stderr pipe's EOF.
-    }
-    reader_.join();
-  }
+  drain_.reset();
 }
 
 }  // namespace hvrun

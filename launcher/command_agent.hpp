@@ -11,7 +11,6 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "agent/wire/unique_fd.hpp"
@@ -44,12 +43,12 @@ class CommandAgent final : public HostAgent {
   const std::string& agent_description() const override { return description_; }
 
  private:
-  explicit CommandAgent(std::string description) : description_(std::move(description)) {}
+  explicit CommandAgent(std::string description);
   void keep_stderr(UniqueFd err);
   // Waits up to `timeout` for the command; true when it has been reaped (status in status_).
   bool wait_exit(std::chrono::milliseconds timeout);
   std::string exit_text() const;  // "exited with code 127", "killed by SIGTERM"
-  // Waits up to `timeout` for the reader to reach the end of the command's stderr, so that a command
+  // Waits up to `timeout` for the drain to reach the end of the command's stderr, so that a command
   // which wrote its reason and exited is quoted whole; a descendant holding the pipe open bounds it.
   void wait_stderr_end(std::chrono::milliseconds timeout);
 
@@ -57,14 +56,14 @@ class CommandAgent final : public HostAgent {
   pid_t pid_ = -1;
   int status_ = 0;
   UniqueFd channel_;
-  // The command's stderr, drained by a thread so it never blocks on a full pipe; the last
-  // kStderrTailBytes are kept. `stop_` wakes the thread when a descendant keeps the pipe open.
+  // The command's stderr, drained by the launcher's I/O thread (launcher/io_thread.hpp) so it never
+  // blocks on a full pipe; the last kStderrTailBytes are kept.
+  class StderrDrain;
   mutable std::mutex tail_mutex_;
   std::string tail_;
-  bool stderr_ended_ = false;  // the reader has seen EOF or an error (guarded by tail_mutex_)
+  bool stderr_ended_ = false;  // the drain has seen EOF or an error (guarded by tail_mutex_)
   std::condition_variable stderr_end_;
-  Pipe stop_;
-  std::thread reader_;
+  std::unique_ptr<StderrDrain> drain_;  // last: detached before the members it writes go
 };
 
 }  // namespace hvrun

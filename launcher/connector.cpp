@@ -3,6 +3,8 @@
 #include <utility>  // before Asio: docs/DESIGN.md §8
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
+#include <algorithm>
+#include <deque>
 #include <mutex>
 #include <thread>
 
@@ -19,6 +21,10 @@ struct Connector::Mailbox {
   bool open = true;
   boost::asio::io_context* io = nullptr;
   OnConnected on_connected;
+  StartAgent start;
+  std::size_t concurrency = 1;
+  std::deque<std::pair<std::size_t, std::string>> queue;  // hosts not started yet
+  std::size_t threads = 0;                                 // connection threads running
 
   void deliver(const std::shared_ptr<Mailbox>& self, std::size_t index, std::shared_ptr<HostAgent> agent,
                std::string error) {
@@ -37,28 +43,66 @@ struct Connector::Mailbox {
   }
 };
 
-Connector::Connector(boost::asio::io_context& io, StartAgent start, OnConnected on_connected)
-    : mailbox_(std::make_shared<Mailbox>()), start_(std::move(start)) {
+Connector::Connector(boost::asio::io_context& io, StartAgent start, OnConnected on_connected,
+                     std::size_t concurrency)
+    : mailbox_(std::make_shared<Mailbox>()) {
   mailbox_->io = &io;
   mailbox_->on_connected = std::move(on_connected);
+  mailbox_->start = std::move(start);
+  mailbox_->concurrency = std::max<std::size_t>(concurrency, 1);
 }
 
 Connector::~Connector() {
   std::lock_guard lock(mailbox_->mutex);
   mailbox_->open = false;
+  mailbox_->queue.clear();
 }
 
 void Connector::connect(std::size_t index, const std::string& name) {
-  std::thread([box = mailbox_, start = start_, name, index] {
+  {
+    std::lock_guard lock(mailbox_->mutex);
+    mailbox_->queue.emplace_back(index, name);
+    if (mailbox_->threads >= mailbox_->concurrency) return;  // a running thread will take it
+    ++mailbox_->threads;
+  }
+  try {
+    std::thread([box = mailbox_] { work(box); }).detach();
+  } catch (...) {
+    std::lock_guard lock(mailbox_->mutex);
+    --mailbox_->threads;
+    throw;
+  }
+}
+
+std::size_t Connector::threads() const {
+  std::lock_guard lock(mailbox_->mutex);
+  return mailbox_->threads;
+}
+
+// One connection thread: starts queued hosts one after the other until none is left.
+void Connector::work(const std::shared_ptr<Mailbox>& box) {
+  for (;;) {
+    std::pair<std::size_t, std::string> host;
+    StartAgent start;
+    {
+      std::lock_guard lock(box->mutex);
+      if (!box->open || box->queue.empty()) {
+        --box->threads;
+        return;
+      }
+      host = std::move(box->queue.front());
+      box->queue.pop_front();
+      start = box->start;
+    }
     std::shared_ptr<HostAgent> agent;
     std::string error;
     try {
-      agent = start(name);
+      agent = start(host.second);
     } catch (const std::exception& e) {
-      error = user_message(e, "starting the agent on " + name);
+      error = user_message(e, "starting the agent on " + host.second);
     }
-    box->deliver(box, index, std::move(agent), std::move(error));
-  }).detach();
+    box->deliver(box, host.first, std::move(agent), std::move(error));
+  }
 }
 
 Connector::StartAgent Connector::host_agent_starter(const LaunchOptions& options, const std::string& agent_path) {

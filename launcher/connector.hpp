@@ -1,9 +1,12 @@
 #pragma once
-// Starts the agents of the hosts that are not this machine (SSH, --rsh-agent, srun): all at once, each
-// on a connection thread of its own, since libssh's connect, handshake and authentication block and
-// cannot be interrupted (docs/DESIGN.md §2.1). Each result reaches the event loop through a mailbox.
-// The threads are detached: a thread that finishes after the Connector is gone finds the mailbox empty
-// and drops its agent, which closes its SSH session and with it the remote agent.
+// Starts the agents of the hosts that are not this machine (SSH, --rsh-agent, srun) on a fixed pool of
+// connection threads, at most `concurrency` hosts at a time (--connect-concurrency): libssh's connect,
+// handshake and authentication block and cannot be interrupted (docs/DESIGN.md §2.1), and one thread
+// per host made threads, stacks and the `ssh -G` and name lookups running at once grow with the hosts.
+// Once up, an agent needs no thread of its own (its SSH channel is pumped by the I/O thread,
+// launcher/io_thread.hpp). Each result reaches the event loop through a mailbox. The threads are
+// detached: a thread that finishes after the Connector is gone finds the mailbox closed, drops its agent
+// (which closes its SSH session and with it the remote agent) and starts no other host.
 // (The local agent needs none of this: LocalAgent starts it at once.)
 #include <cstddef>
 #include <functional>
@@ -27,15 +30,20 @@ class Connector {
   // naming the host and what to do, and no agent).
   using OnConnected = std::function<void(std::size_t index, std::shared_ptr<HostAgent> agent, const std::string& error)>;
 
-  Connector(boost::asio::io_context& io, StartAgent start, OnConnected on_connected);
+  Connector(boost::asio::io_context& io, StartAgent start, OnConnected on_connected,
+            std::size_t concurrency);
   // Results that arrive later are dropped, and their agents with them; their threads end by
   // themselves (within --ssh-connect-timeout and --start-timeout).
   ~Connector();
   Connector(const Connector&) = delete;
   Connector& operator=(const Connector&) = delete;
 
-  // Starts connecting host `name`; its result comes to on_connected with `index`.
+  // Queues host `name`; it starts when a connection thread is free, and its result comes to
+  // on_connected with `index`. Hosts start in the order they were queued.
   void connect(std::size_t index, const std::string& name);
+
+  // Connection threads running now (at most the concurrency; they end when the queue is empty).
+  std::size_t threads() const;
 
   // The way a launch starts them: start_host_agent (agent_starter.hpp) with `options`; `agent_path`
   // is this machine's hvrun-agent.
@@ -43,8 +51,8 @@ class Connector {
 
  private:
   struct Mailbox;
+  static void work(const std::shared_ptr<Mailbox>& box);
   std::shared_ptr<Mailbox> mailbox_;
-  StartAgent start_;
 };
 
 }  // namespace hvrun

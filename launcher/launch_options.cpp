@@ -189,6 +189,10 @@ void define_options(CLI::App& app, CliBindings& b) {
                  "Seconds to resolve, connect and handshake with each host (default 10)")
       ->transform(seconds(false))
       ->type_name("SECONDS");
+  app.add_option("--connect-concurrency", o.connect_concurrency,
+                 "Hosts whose agents start at once, over SSH, --rsh-agent or srun (default 64)")
+      ->check(CLI::Range(1, 100'000))
+      ->type_name("N");
   b.strict_opt = app.add_flag("--ssh-strict-host-key-checking", o.ssh_strict_host_key,
                "Refuse hosts that are not in ~/.ssh/known_hosts (default: record them)");
   app.add_option("--agent-path", o.agent_path,

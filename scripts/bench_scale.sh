@@ -49,9 +49,9 @@ build=${BUILD_DIR:-$root/build}
 sizes=${BENCH_SCALE_HOSTS-8 32 64}
 sim=${BENCH_SCALE_SIM:-0}
 read -r -a sim_args <<<"${BENCH_SCALE_SIM_ARGS---start-timeout 300 --heartbeat-timeout 120}"
+reps=${BENCH_SCALE_REPS:-3}
 sim_reps=${BENCH_SCALE_SIM_REPS:-$reps}
 sim_fabric=${BENCH_SCALE_SIM_FABRIC:-1}
-reps=${BENCH_SCALE_REPS:-3}
 out_md=${BENCH_SCALE_OUT-$root/docs/BENCHMARKS.md}
 run_timeout=${BENCH_TIMEOUT:-300}
 fail_dir=${BENCH_FAIL_DIR:-/tmp/hvrun-bench-scale-failed}
@@ -122,8 +122,8 @@ run_hvrun() {
   if [[ $way == ssh ]]; then args+=(-p "$LAB_PORT" -i "$LAB_KEY"); else args+=(--rsh-agent "$rsh"); fi
   "$lab" exec 0 env HOME="$home" LAB_DIR="$LAB_DIR" "$timer" "$run_timeout" "$f.res" "$hvrun" "${args[@]}" "$@" \
     </dev/null >"$f.out" 2>"$f.err" || true
-  local wall user sys rss rc suser ssys
-  { read -r wall user sys rss rc && read -r suser ssys; } <"$f.res" 2>/dev/null || rc=125
+  local wall user sys rss rc suser ssys threads
+  { read -r wall user sys rss rc && read -r suser ssys && read -r threads; } <"$f.res" 2>/dev/null || rc=125
   if ((rc != 0)); then
     failures=$((failures + 1))
     put "$key.failed" "$rc"
@@ -136,6 +136,7 @@ run_hvrun() {
   put "$key.cpu" "$(calc "print $user + $sys")"
   put "$key.self" "$(calc "print $suser + $ssys")"
   put "$key.rss" "$rss"
+  put "$key.threads" "$threads"
   line=$(grep -m1 'timings:' "$f.err" || true)
   for name in connect "agents up" probe teardown total; do
     v=$(sed -nE "s/.*[:,] $name ([0-9]+) ms.*/\1/p" <<<"$line")
@@ -248,7 +249,7 @@ for spec in $(for n in $sizes; do echo "ssh:$n"; done; ((sim == 0)) || echo "sim
     [[ $way == rsh ]] && how="--rsh-agent (ip netns exec)"
     agents="$(mib "$(one "$k.agent_med")") / $(mib "$(one "$k.agent_max")") MiB; Σ $(mib "$(one "$k.agent_sum")") MiB (anon Σ $(mib "$(one "$k.agent_sum_anon")"))"
     [[ -n $(one "$k.agent_med") ]] || agents="—"
-    rows+=("| $label | $how | $ok of $((ok + bad)) | $(fmt '%.2f s' "${W:+$W / 1000}") | ${wph:-—} | $(fmt '%.0f' "$S") | ${sph:-—} | $(fmt '%.0f' "$C") | $(mib "$R") | $agents | $(fmt '%.0f' "$(med "$k.probes")") | $(fmt '%.0f' "$(med "$k.probe")") | $(fmt '%.0f' "$(med "$k.connect")") | $(fmt '%.0f' "$(med "$k.teardown")") | $(one "$mode.$n.load_before") → $(one "$mode.$n.load_after") | $(fmt '%.0f s' "$(one "$mode.$n.up_ms") / 1000") / $(fmt '%.1f s' "$(one "$mode.$n.down_ms") / 1000") |")
+    rows+=("| $label | $how | $ok of $((ok + bad)) | $(fmt '%.2f s' "${W:+$W / 1000}") | ${wph:-—} | $(fmt '%.0f' "$S") | ${sph:-—} | $(fmt '%.0f' "$C") | $(mib "$R") | $(fmt '%.0f' "$(med "$k.threads")") | $agents | $(fmt '%.0f' "$(med "$k.probes")") | $(fmt '%.0f' "$(med "$k.probe")") | $(fmt '%.0f' "$(med "$k.connect")") | $(fmt '%.0f' "$(med "$k.teardown")") | $(one "$mode.$n.load_before") → $(one "$mode.$n.load_after") | $(fmt '%.0f s' "$(one "$mode.$n.up_ms") / 1000") / $(fmt '%.1f s' "$(one "$mode.$n.down_ms") / 1000") |")
   done
 done
 
@@ -282,8 +283,8 @@ fi
 
 table=$work/table.md
 {
-  echo "| hosts | agents started by | runs ok | wall (median) | wall per host (ms) | hvrun's own CPU (ms) | own CPU per remote host (ms) | CPU with children (ms) | peak RSS (MiB) | agents' VmHWM: median / max; sum | probes sent | probe (ms) | connect (ms) | teardown (ms) | load 1-min before → after | lab up / down |"
-  echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+  echo "| hosts | agents started by | runs ok | wall (median) | wall per host (ms) | hvrun's own CPU (ms) | own CPU per remote host (ms) | CPU with children (ms) | peak RSS (MiB) | threads (peak) | agents' VmHWM: median / max; sum | probes sent | probe (ms) | connect (ms) | teardown (ms) | load 1-min before → after | lab up / down |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
   printf '%s\n' "${rows[@]}"
   echo
   printf '%s\n' "${verdicts[@]}"
@@ -312,6 +313,7 @@ if [[ -n $out_md ]]; then
     echo "  rank, one \`ssh -G\` per host (OpenSSH's reading of ~/.ssh/config), and with --rsh-agent every"
     echo "  wrapper and remote agent (all are hvrun's descendants there). Per remote host: own CPU / (N − 1)."
     echo "- **peak RSS**: wait4's, the largest of hvrun and its children (hvrun itself at these sizes)."
+    echo "- **threads**: the most threads hvrun's own process had at once (run_timed samples /proc/PID/status every 5 ms)."
     echo "- **agents' VmHWM**: read by each host's rank from /proc/\$PPID/status in one extra run per row"
     echo "  (anon: RssAnon, the agent's own pages; the rest is the static binary's shared text)."
     echo "- **probe**, **probes sent**, **connect**, **teardown**: hvrun's \`--verbose\` timings (connect: until"

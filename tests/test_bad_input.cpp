@@ -135,6 +135,8 @@ TEST_CASE("bad-input catalogue on this host", "[integration][bad-input]") {
        {"--start-timeout", "'-1'", "number of seconds > 0"}},
       {"--ssh-connect-timeout 0", {"--ssh-connect-timeout", "0", "true"}, 2, usage,
        {"--ssh-connect-timeout", "'0'", "> 0"}},
+      {"--connect-concurrency 0", {"--connect-concurrency", "0", "true"}, 2, usage,
+       {"--connect-concurrency", "0", "1 to 100000"}},
       {"--kill-grace not a number", {"--kill-grace", "soon", "true"}, 2, usage, {"--kill-grace", "'soon'", ">= 0"}},
       {"-np 0", {"-np", "0", "true"}, 2, usage, {"-np/--num-proc", "'0'", "positive integer"}},
       {"-np without a value", {"-np"}, 2, usage, {"-np/--num-proc", "needs a value"}},

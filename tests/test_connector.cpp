@@ -1,4 +1,4 @@
-// The connector (launcher/connector.hpp): every host connects on a thread of its own, each result
+// The connector (launcher/connector.hpp): hosts connect on a bounded pool of threads, each result
 // reaches the event loop once, and a result that comes after the connector is gone is dropped with
 // its agent. Fake agents: no SSH, no binary.
 #include <catch2/catch.hpp>
@@ -8,7 +8,10 @@
 #include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <future>
+#include <atomic>
 #include <map>
+#include <mutex>
+#include <vector>
 #include <thread>
 
 #include "agent/wire/error.hpp"
@@ -60,7 +63,8 @@ TEST_CASE("connector: each host's result reaches the event loop once, errors in 
         ++calls[i];
         outcomes[i] = {agent ? agent->agent_description() : "", error, std::this_thread::get_id()};
         if (outcomes.size() == 4) guard.reset();
-      });
+      },
+      2);
   connector.connect(0, "a");
   connector.connect(1, "down");
   connector.connect(2, "b");
@@ -97,7 +101,7 @@ TEST_CASE("connector: a host that connects after the connector is gone is droppe
           released.wait();
           return std::make_unique<FakeAgent>(host, destroyed);
         },
-        [&](std::size_t, std::shared_ptr<hvrun::HostAgent>, const std::string&) { called = true; });
+        [&](std::size_t, std::shared_ptr<hvrun::HostAgent>, const std::string&) { called = true; }, 4);
     connector.connect(0, "slow");
     up.wait();
   }
@@ -106,4 +110,70 @@ TEST_CASE("connector: a host that connects after the connector is gone is droppe
   REQUIRE(gone.wait_for(60s) == std::future_status::ready);
   io.poll();
   CHECK_FALSE(called);
+}
+
+TEST_CASE("connector: at most `concurrency` hosts start at once, every host is started, the threads end",
+          "[connector]") {
+  asio::io_context io;
+  auto guard = asio::make_work_guard(io);
+  constexpr std::size_t kHosts = 40, kConcurrency = 3;
+  std::mutex mu;
+  std::size_t running = 0, most = 0;
+  std::vector<std::string> started;
+  std::map<std::size_t, std::string> results;
+  hvrun::Connector connector(
+      io,
+      [&](const std::string& host) -> std::unique_ptr<hvrun::HostAgent> {
+        {
+          std::lock_guard lock(mu);
+          most = std::max(most, ++running);
+          started.push_back(host);
+        }
+        std::this_thread::sleep_for(2ms);  // long enough for the others to pile up
+        {
+          std::lock_guard lock(mu);
+          --running;
+        }
+        return std::make_unique<FakeAgent>(host);
+      },
+      [&](std::size_t i, std::shared_ptr<hvrun::HostAgent> agent, const std::string& error) {
+        results[i] = agent ? agent->agent_description() : error;
+        if (results.size() == kHosts) guard.reset();
+      },
+      kConcurrency);
+  for (std::size_t i = 0; i < kHosts; ++i) connector.connect(i, "h" + std::to_string(i));
+  CHECK(connector.threads() <= kConcurrency);
+  io.run_for(60s);
+  REQUIRE(results.size() == kHosts);
+  for (std::size_t i = 0; i < kHosts; ++i) CHECK(results[i] == "h" + std::to_string(i));
+  CHECK(most <= kConcurrency);
+  CHECK(most >= 2);  // they did run side by side
+  // Queued hosts start in order (each thread takes the next one).
+  CHECK(started.front() == "h0");
+  for (int spin = 0; spin < 6000 && connector.threads() != 0; ++spin) std::this_thread::sleep_for(10ms);
+  CHECK(connector.threads() == 0);
+}
+
+TEST_CASE("connector: hosts still queued when the connector goes are never started", "[connector]") {
+  asio::io_context io;
+  auto release = std::make_shared<std::promise<void>>();
+  auto released = release->get_future().share();
+  auto count = std::make_shared<std::atomic<int>>(0);
+  auto first = std::make_shared<std::promise<void>>();
+  auto first_started = first->get_future();
+  {
+    hvrun::Connector connector(
+        io,
+        [count, released, first](const std::string& host) -> std::unique_ptr<hvrun::HostAgent> {
+          if (count->fetch_add(1) == 0) first->set_value();
+          released.wait();
+          return std::make_unique<FakeAgent>(host);
+        },
+        [](std::size_t, std::shared_ptr<hvrun::HostAgent>, const std::string&) {}, 1);
+    for (std::size_t i = 0; i < 5; ++i) connector.connect(i, "h" + std::to_string(i));
+    REQUIRE(first_started.wait_for(60s) == std::future_status::ready);
+  }
+  release->set_value();
+  std::this_thread::sleep_for(200ms);  // time for a wrongly started second host to show
+  CHECK(count->load() == 1);
 }

@@ -1,6 +1,7 @@
 #include "launcher/ssh/ssh_exec.hpp"
 
 #include <libssh/server.h>  // ssh_send_keepalive (client-side too, despite the header)
+#include <fcntl.h>
 #include <poll.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
@@ -9,13 +10,12 @@
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
-#include <stop_token>
-#include <thread>
 #include <vector>
 
 #include "launcher/ssh/ssh_core.hpp"
 #include "agent/wire/duration_text.hpp"
 #include "agent/wire/io_sizes.hpp"
+#include "launcher/io_thread.hpp"
 
 namespace hvrun {
 
@@ -25,9 +25,13 @@ namespace ssh_detail {
 // in 0.10 it ignores errors on both sides (its exception handlers are empty), closes the descriptor it
 // writes to, and knows nothing of keepalives or stderr. This one is explicit about each of those.
 //
-// Each round holds the session lock briefly (nonblocking libssh calls only) and then waits in poll(2),
-// lock released, on the session socket, the local socket and a Waiter; nothing spins.
-class Bridge {
+// The launcher's one I/O thread (launcher/io_thread.hpp) runs it: each round holds the session lock
+// briefly (nonblocking libssh calls only) and then says what to wait for (the session socket, the
+// local socket, a Waiter, a keepalive deadline); nothing spins and no host has a thread of its own.
+// The lock is only tried: the I/O thread serves every host and must not wait behind another thread's
+// run() or upload() on this connection. A round that finds it taken waits on the Waiter, which that
+// thread signals when it took in packets, and retries after kContendedRetry in any case.
+class Bridge final : public IoClient {
  public:
   Bridge(std::shared_ptr<Core> core, std::unique_ptr<Channel> channel, UniqueFd local, UniqueFd caller)
       : core_(std::move(core)),
@@ -35,11 +39,23 @@ class Bridge {
         local_(std::move(local)),
         caller_(std::move(caller)),
         waiter_(*core_),
-        thread_([this](std::stop_token stop) { pump(stop); }) {}
+        io_(IoThread::get()) {
+    {
+      SessionLock lock(*core_, /*nonblocking=*/false);
+      // A descriptor of our own for the session socket: epoll watches each descriptor once, and two
+      // channels of one connection (run() beside a live exec) may wait on the same socket.
+      const int fd = ssh_get_fd(core_->session());
+      if (fd >= 0) {
+        session_watch_ = UniqueFd(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
+        if (!session_watch_) throw_errno("fcntl(F_DUPFD_CLOEXEC)", "SSH bridge to " + core_->host);
+      }
+    }
+    io_->attach(*this);
+  }
 
-  ~Bridge() {
-    thread_.request_stop();
-    thread_.join();
+  ~Bridge() override {
+    io_->detach(*this);
+    if (!finished()) finish("");
   }
   Bridge(const Bridge&) = delete;
   Bridge& operator=(const Bridge&) = delete;
@@ -69,44 +85,46 @@ class Bridge {
     return failure_;
   }
 
- private:
-  // What to wait for after a round.
-  struct Wait {
-    bool done = false;
-    int session_fd = -1;
-    short session_events = 0;
-    short local_events = 0;
-    Clock::duration timeout{};
-  };
-
-  void pump(std::stop_token stop) {
-    std::stop_callback wake(stop, [this] { waiter_.notify(); });
+  // On the I/O thread.
+  IoWant service() override {
+    waiter_.drain();
+    IoWant want;
     try {
-      while (!stop.stop_requested()) {
-        Wait wait;
-        {
-          SessionLock lock(*core_, /*nonblocking=*/true, waiter_.fd());
-          wait = round();
+      Wait wait;
+      {
+        SessionLock lock(*core_, /*nonblocking=*/true, waiter_.fd(), std::try_to_lock);
+        if (!lock.owns_lock()) {
+          want.fd[2] = waiter_.fd();
+          want.events[2] = POLLIN;
+          want.deadline = Clock::now() + kContendedRetry;
+          return want;
         }
-        if (wait.done) break;
-        pollfd fds[3] = {
-            {wait.session_fd, wait.session_events, 0},
-            // Not polled when nothing is wanted from it: a hung-up peer would make poll return at once.
-            {wait.local_events != 0 ? local_.get() : -1, wait.local_events, 0},
-            {waiter_.fd(), POLLIN, 0},
-        };
-        auto ms = std::chrono::ceil<std::chrono::milliseconds>(wait.timeout).count();
-        int timeout_ms = static_cast<int>(std::clamp<long long>(ms, 0, 60'000));
-        if (::poll(fds, 3, timeout_ms) == -1 && errno != EINTR) throw_errno("poll", "SSH bridge to " + core_->host);
-        if (fds[2].revents & POLLIN) waiter_.drain();
+        wait = round();
       }
+      if (wait.done) return {.done = true};
+      if (wait.session_events != 0 && wait.session_fd >= 0) {
+        want.fd[0] = session_watch_.get();
+        want.events[0] = wait.session_events;
+      }
+      want.fd[1] = local_.get();
+      want.events[1] = wait.local_events;
+      want.fd[2] = waiter_.fd();
+      want.events[2] = POLLIN;
+      want.deadline = Clock::now() + std::min<Clock::duration>(wait.timeout, std::chrono::seconds(60));
     } catch (const std::exception& e) {
       std::lock_guard lock(state_mu_);
       failure_ = e.what();
+      return {.done = true};
     }
-    if (!stop.stop_requested()) {
-      std::string failure = this->failure();
-      if (!failure.empty()) spdlog::debug("{}", failure);
+    return want;
+  }
+
+  // On the I/O thread when the pump ended, or on the owner's thread after detach().
+  void finish(const std::string& failure) override {
+    {
+      std::lock_guard lock(state_mu_);
+      if (failure_.empty()) failure_ = failure;
+      if (!failure_.empty()) spdlog::debug("{}", failure_);
     }
     close_local();
     {
@@ -115,6 +133,18 @@ class Bridge {
     }
     state_cv_.notify_all();
   }
+
+ private:
+  static constexpr std::chrono::milliseconds kContendedRetry{10};
+
+  // What to wait for after a round.
+  struct Wait {
+    bool done = false;
+    int session_fd = -1;
+    short session_events = 0;
+    short local_events = 0;
+    Clock::duration timeout{};
+  };
 
   // Throws kConnectionLost, recording it on the core so that later calls on the session fail at once.
   [[noreturn]] void lose(const std::string& why) {
@@ -285,8 +315,9 @@ class Bridge {
   UniqueFd local_;   // the bridge's end of the socketpair (non-blocking)
   UniqueFd caller_;  // the caller's end, until released
   Waiter waiter_;
+  UniqueFd session_watch_;  // a duplicate of the session socket, watched by the I/O thread
 
-  // Pump state, touched by the pump thread only.
+  // Pump state, touched by the I/O thread only (and by finish() after detach()).
   std::vector<char> buffer_ = std::vector<char>(kIoChunk);
   std::string to_local_;    // read from the channel, not yet taken by the local socket
   std::string to_channel_;  // read from the local socket, not yet taken by the channel
@@ -303,7 +334,7 @@ class Bridge {
   std::string stderr_tail_;
   std::string failure_;
 
-  std::jthread thread_;  // last: starts after every member above exists, stops before they go
+  std::shared_ptr<IoThread> io_;  // last: attached after every member above exists, detached before they go
 };
 
 }  // namespace ssh_detail

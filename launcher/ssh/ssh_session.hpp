@@ -12,7 +12,7 @@
 // different threads in parallel (connecting to N hosts from N threads is the intended use; libssh is
 // initialised once, on the first connect). SshExec's methods may be called from any thread. Inside,
 // every libssh call on a connection holds that connection's lock, so run() and upload() still work
-// while an exec's pump thread is live (the pump pauses while they hold the connection).
+// while an exec is pumped (the I/O thread leaves this connection alone while they hold it).
 // A moved-from SshSession may only be destroyed or assigned to.
 #include <chrono>
 #include <cstdint>

@@ -12,6 +12,8 @@
 // process group gets SIGKILL). A second line, "self_user_ms self_sys_ms", is the command's own CPU
 // without its children's (read from /proc/PID/stat while it is a zombie, before it is reaped; 10 ms
 // steps), e.g. hvrun's own against its local agent's, its ssh -G's and its --rsh-agent commands'.
+// A third line, "peak_threads", is the most threads the command itself had at once (its
+// /proc/PID/status "Threads:", sampled every 5 ms while it runs; 0 if never read).
 // run_timed exits with that status; 125 when it cannot run at all.
 //
 // Build: g++ -std=c++20 -O2 run_timed.cpp -o run_timed
@@ -56,6 +58,16 @@ void own_cpu_ms(pid_t pid, double& user, double& sys) {
   const double tick_ms = 1000.0 / static_cast<double>(sysconf(_SC_CLK_TCK));
   user = static_cast<double>(utime) * tick_ms;
   sys = static_cast<double>(stime) * tick_ms;
+}
+
+// "Threads:" of /proc/PID/status; 0 when unreadable (not started yet, or gone).
+long threads_of(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("Threads:", 0) == 0) return std::strtol(line.c_str() + 8, nullptr, 10);
+  }
+  return 0;
 }
 
 volatile sig_atomic_t timed_out = 0;
@@ -104,9 +116,19 @@ int main(int argc, char** argv) {
   setpgid(child, child);  // also from here, so the alarm's kill(-child) finds the group
   alarm(static_cast<unsigned>(timeout_s));
 
-  // Wait without reaping first: the zombie's /proc/PID/stat still holds its own CPU times.
+  // Wait without reaping first: the zombie's /proc/PID/stat still holds its own CPU times. Meanwhile
+  // sample its thread count.
   siginfo_t info{};
-  while (waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOWAIT) < 0 && errno == EINTR) {
+  long peak_threads = 0;
+  for (;;) {
+    info.si_pid = 0;
+    const int r = waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOWAIT | WNOHANG);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 || info.si_pid == child) break;
+    const long threads = threads_of(child);
+    if (threads > peak_threads) peak_threads = threads;
+    const timespec pause{0, 5'000'000};
+    nanosleep(&pause, nullptr);
   }
   const double wall = now_ms() - t0;
   double self_user = -1, self_sys = -1;
@@ -126,8 +148,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "run_timed: %s ran past %ld s; killed\n", argv[3], timeout_s);
     code = 124;
   }
-  std::fprintf(result, "%.1f %.1f %.1f %ld %d\n%.1f %.1f\n", wall, tv_ms(usage.ru_utime), tv_ms(usage.ru_stime),
-               usage.ru_maxrss, code, self_user, self_sys);
+  std::fprintf(result, "%.1f %.1f %.1f %ld %d\n%.1f %.1f\n%ld\n", wall, tv_ms(usage.ru_utime),
+               tv_ms(usage.ru_stime), usage.ru_maxrss, code, self_user, self_sys, peak_threads);
   std::fclose(result);
   return code;
 }
