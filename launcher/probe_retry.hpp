@@ -23,8 +23,9 @@ std::chrono::milliseconds attempt_timeout(std::chrono::milliseconds base, int at
 // "3 probe attempts (timeouts 1 s, 2 s, 4 s)" for messages; "1 probe attempt (timeout 1 s)".
 std::string attempts_text(std::chrono::milliseconds base, int attempts);
 
-// (prober, index into targets) of every probe to send again: its result was a timeout, and the host
-// it probed has no usable NIC in `selections` (parallel to the hosts of `targets`).
+// (prober, index into targets) of every probe to send again, each once, sorted: its result was a
+// timeout, and the host it probed has no usable NIC in `selections` (parallel to the hosts of
+// `targets`). O(results · log targets).
 std::vector<std::pair<std::size_t, std::size_t>> probes_to_retry(const std::vector<ProbeTarget>& targets,
                                                                  const std::vector<ProbeResult>& results,
                                                                  const std::vector<HostSelection>& selections);

@@ -28,6 +28,8 @@ ProbeRound::ProbeRound(std::vector<std::size_t> members, std::vector<HostInvento
   for (const std::size_t ti : probe_order(inventories_, targets_, filter_, single_host_))
     for (const std::size_t m : probers_[targets_[ti].host]) planned_.emplace_back(m, ti);
   sent_ = planned_.size();
+  for (const auto& [m, ti] : planned_) ++unanswered_[{m, targets_[ti].host, targets_[ti].address}];
+  outstanding_ = planned_.size();
 }
 
 std::optional<std::size_t> ProbeRound::member_of(std::size_t host) const {
@@ -37,8 +39,18 @@ std::optional<std::size_t> ProbeRound::member_of(std::size_t host) const {
 }
 
 bool ProbeRound::add(ProbeResult result) {
-  results_.push_back(std::move(result));
-  return results_.size() == planned_.size();
+  ProbeKey key{result.from, result.to, result.address};
+  if (auto it = unanswered_.find(key); it != unanswered_.end() && it->second > 0) {
+    --it->second;
+    --outstanding_;
+  }
+  if (auto at = result_at_.find(key); at != result_at_.end()) {
+    results_[at->second] = std::move(result);
+  } else {
+    result_at_.emplace(std::move(key), results_.size());
+    results_.push_back(std::move(result));
+  }
+  return outstanding_ == 0;
 }
 
 bool ProbeRound::decision_is_final() const {
@@ -75,6 +87,11 @@ std::vector<ProbeRound::Probe> ProbeRound::retry() {
   std::set<ProbeKey> retried;
   for (const auto& [m, ti] : again) retried.emplace(m, targets_[ti].host, targets_[ti].address);
   std::erase_if(results_, [&](const ProbeResult& r) { return retried.count({r.from, r.to, r.address}) > 0; });
+  result_at_.clear();
+  for (std::size_t i = 0; i < results_.size(); ++i)
+    result_at_.emplace(ProbeKey{results_[i].from, results_[i].to, results_[i].address}, i);
+  for (const ProbeKey& key : retried) ++unanswered_[key];
+  outstanding_ += retried.size();
   ++attempts_;
   sent_ += again.size();
   return again;

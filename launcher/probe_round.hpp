@@ -5,7 +5,10 @@
 // Index spaces: a "member" is a host with an agent, numbered in host order (the inventories'
 // index); `members[m]` is its index in the job's host list.
 #include <cstddef>
+#include <map>
 #include <optional>
+#include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -33,7 +36,9 @@ class ProbeRound {
   // The member index of host `host` of the job; nullopt for a host without an agent.
   std::optional<std::size_t> member_of(std::size_t host) const;
 
-  // Takes one result (member indices); true when every planned probe has answered.
+  // Takes one result (member indices); true when every probe sent (planned or sent again) has answered.
+  // A second result of one probe (a late answer to an attempt that was already judged) replaces the
+  // first: the latest answer counts, and each probe is judged and sent again once.
   bool add(ProbeResult result);
   // True when the choice is the same whether every pending probe fails or succeeds, and every member
   // has one: waiting longer cannot change it. Always false without `final_early`.
@@ -64,7 +69,10 @@ class ProbeRound {
   std::vector<ProbeTarget> targets_;
   std::vector<std::vector<std::size_t>> probers_;  // per member, the members that probe it (probe_peers.hpp)
   std::vector<Probe> planned_;
-  std::vector<ProbeResult> results_;
+  std::vector<ProbeResult> results_;                            // one per probe: the latest answer
+  std::map<std::tuple<std::size_t, std::size_t, std::string>, std::size_t> result_at_;  // (from, to, address)
+  std::map<std::tuple<std::size_t, std::size_t, std::string>, std::size_t> unanswered_;  // sends without answer
+  std::size_t outstanding_ = 0;  // the sum of unanswered_
   std::vector<HostSelection> selections_;
   int attempts_ = 1;
   std::size_t sent_ = 0;

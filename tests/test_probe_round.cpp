@@ -161,3 +161,64 @@ TEST_CASE("probe round: members are the hosts with an agent; the filter's missin
   CHECK_THROWS_AS(ProbeRound(first_members(4), lab_hosts(4), hvrun::NicFilter::parse({"enp6s0"}), false, 0, false),
                   hvrun::UsageError);
 }
+
+TEST_CASE("probes to retry: timeouts towards unselected hosts only, each probe once, in order", "[probe_round]") {
+  const auto hosts = lab_hosts(3);
+  const auto targets = hvrun::probe_targets(hosts, NicFilter{}, false);
+  std::vector<hvrun::HostSelection> selections(3);
+  selections[0].selected = hvrun::NicChoice{};  // host 0 has a NIC: nothing towards it goes again
+  // Target indexes of host 1's and host 0's first address.
+  std::size_t t1 = targets.size(), t0 = targets.size();
+  for (std::size_t t = 0; t < targets.size(); ++t) {
+    if (targets[t].host == 1 && t1 == targets.size()) t1 = t;
+    if (targets[t].host == 0 && t0 == targets.size()) t0 = t;
+  }
+  REQUIRE(t1 < targets.size());
+  REQUIRE(t0 < targets.size());
+  auto result = [&](std::size_t from, std::size_t t, ProbeOutcome outcome) {
+    ProbeResult r;
+    r.from = from;
+    r.to = targets[t].host;
+    r.iface = targets[t].iface;
+    r.address = targets[t].address;
+    r.outcome = outcome;
+    return r;
+  };
+  const std::vector<ProbeResult> results = {
+      result(2, t1, ProbeOutcome::kTimeout), result(0, t1, ProbeOutcome::kTimeout),
+      result(2, t1, ProbeOutcome::kTimeout),  // the same probe twice (a late result): sent again once
+      result(1, t0, ProbeOutcome::kTimeout),  // towards host 0, which has its NIC
+      result(0, t1, ProbeOutcome::kRefused),  // not a timeout
+  };
+  const auto again = hvrun::probes_to_retry(targets, results, selections);
+  const std::vector<std::pair<std::size_t, std::size_t>> expected = {{0, t1}, {2, t1}};
+  CHECK(again == expected);
+}
+
+TEST_CASE("probe round: an attempt judged at its deadline, then its late answers: each probe counts once",
+          "[probe_round]") {
+  bool dropping = true;
+  const auto drop_b = [&](std::size_t, const ProbeTarget& t) -> std::optional<ProbeOutcome> {
+    if (dropping && t.host == 1 && t.iface == fabric_name(1)) return ProbeOutcome::kTimeout;
+    return std::nullopt;
+  };
+  ProbeRound round(first_members(4), lab_hosts(4), {}, false, 0, true);
+  const auto first = answers(round, round.planned(), drop_b);
+  // Every answer but the last three arrives; the deadline judges; b has no NIC yet: probes go again.
+  for (std::size_t k = 0; k + 3 < first.size(); ++k) CHECK_FALSE(round.add(first[k]));
+  round.decide();
+  const auto again = round.retry();
+  REQUIRE_FALSE(again.empty());
+  // The first attempt's last three answers arrive late: still waiting for the second attempt.
+  for (std::size_t k = first.size() - 3; k < first.size(); ++k) CHECK_FALSE(round.add(first[k]));
+  dropping = false;
+  const auto second = answers(round, again, drop_b);
+  bool complete = false;
+  for (const ProbeResult& r : second) complete = round.add(r);
+  CHECK(complete);
+  round.decide();
+  CHECK(round.every_member_chosen());
+  // A late duplicate of a timeout does not come back as a second probe to send.
+  for (const ProbeResult& r : second) round.add(r);
+  CHECK(round.retry().empty());
+}
