@@ -9,6 +9,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -22,9 +23,14 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-std::size_t thread_count() {
+// Threads of this process named as the I/O thread names itself (other tests' threads come and go).
+std::size_t io_threads() {
   std::size_t n = 0;
-  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/task")) ++n;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(e.path() / "comm");
+    std::string name;
+    if (std::getline(comm, name) && name == "hvrun-io") ++n;
+  }
   return n;
 }
 
@@ -107,7 +113,7 @@ bool eventually(F&& f, std::chrono::milliseconds timeout = 10s) {
 
 TEST_CASE("io thread: one thread serves 300 clients, level-triggered, and ends with the last holder",
           "[io_thread]") {
-  const std::size_t threads_before = thread_count();
+  REQUIRE(eventually([] { return io_threads() == 0; }));  // another test's may still be ending
   std::vector<hvrun::UniqueFd> writers;
   std::vector<std::unique_ptr<ByteReader>> readers;
   for (int i = 0; i < 300; ++i) {
@@ -115,7 +121,7 @@ TEST_CASE("io thread: one thread serves 300 clients, level-triggered, and ends w
     writers.push_back(std::move(a));
     readers.push_back(std::make_unique<ByteReader>(std::move(b)));
   }
-  CHECK(thread_count() == threads_before + 1);  // the I/O thread, not one per client
+  CHECK(io_threads() == 1);  // one I/O thread, not one per client
   CHECK(hvrun::IoThread::get()->clients() == 300);
   // Three bytes in one write: each service() reads one, so the other two must wake it again.
   for (auto& w : writers) REQUIRE(::write(w.get(), "abc", 3) == 3);
@@ -134,7 +140,7 @@ TEST_CASE("io thread: one thread serves 300 clients, level-triggered, and ends w
   }
   CHECK(eventually([] { return hvrun::IoThread::get()->clients() == 0; }));
   readers.clear();
-  CHECK(eventually([&] { return thread_count() == threads_before; }));  // the thread ended with the last holder
+  CHECK(eventually([] { return io_threads() == 0; }));  // the thread ended with the last holder
 }
 
 TEST_CASE("io thread: deadlines wake a client with no descriptor", "[io_thread]") {
