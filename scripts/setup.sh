@@ -21,6 +21,12 @@ packages=(
   chromium python3
   # --mpi: Open MPI's mpirun, and mpicc for the lab test's MPI program
   openmpi-bin libopenmpi-dev
+  # the Slurm lab test (tests/test_slurm_lab.cpp, scripts/slurm_lab.sh). Installing starts nothing that
+  # the tests meet: slurmctld's and slurmd's init scripts exit 0 and their systemd units do not start
+  # without /etc/slurm/slurm.conf, which the packages do not ship (the lab writes its own elsewhere).
+  # munge's postinst may start the system munged (where policy-rc.d allows it); the lab runs its own
+  # munged on its own socket and key, so that one is left alone (it may be serving a real cluster).
+  slurmctld slurmd slurm-client munge
 )
 
 # shellcheck source=lib/packages.sh
