@@ -10,6 +10,7 @@
 #include "agent/wire/error.hpp"
 #include "launcher/job.hpp"
 #include "launcher/launch_options.hpp"
+#include "launcher/open_files_limit.hpp"
 
 namespace {
 int run(int argc, char** argv) {
@@ -25,6 +26,8 @@ int run(int argc, char** argv) {
     hvrun::CliResult cli = hvrun::parse_command_line(argc, argv);
     if (cli.action == hvrun::CliAction::kExit) return cli.exit_code;
     spdlog::set_level(spdlog::level::from_str(cli.options.verbose ? std::string("info") : cli.options.log_level));
+    // A few descriptors per host: raise the soft limit, before any thread starts (launcher/open_files_limit.hpp).
+    hvrun::raise_open_files_limit();
     hvrun::Job job(std::move(cli.options));
     return job.run();
   } catch (const hvrun::UsageError& e) {

@@ -15,6 +15,7 @@
 #include "agent/wire/error.hpp"
 #include "agent/rank_process.hpp"
 #include "launcher/io_thread.hpp"
+#include "launcher/open_files_limit.hpp"
 
 extern char** environ;
 
@@ -41,8 +42,10 @@ std::unique_ptr<CommandAgent> CommandAgent::start(const CommandAgentOptions& o) 
   if (o.argv.empty()) throw Error(o.host + ": no command to start the agent with");
   auto [ours, theirs] = make_socketpair("channel to the agent command");
   Pipe err = make_pipe("stderr of the agent command");
+  // With the user's own open files limit, which the command's descendants (the agent, the ranks) keep.
+  const std::vector<std::string> command = with_original_open_files_limit(o.argv);
   std::vector<char*> argv;
-  for (const auto& a : o.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  for (const auto& a : command) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
 
   std::unique_ptr<CommandAgent> agent(new CommandAgent(o.label));
@@ -50,14 +53,13 @@ std::unique_ptr<CommandAgent> CommandAgent::start(const CommandAgentOptions& o) 
   // page tables of the whole process (which grows with the hosts) under its mm lock, then makes every
   // other thread's next write a copy-on-write fault until the exec (issue 14: 13 ms of system time per
   // host at 1000 hosts, 1.6 ms at 32). glibc's posix_spawn runs the child on the parent's memory
-  // (CLONE_VFORK) until it executes. The child: the channel as stdin and stdout, the stderr pipe as stderr (dup2 clears their
-  // close-on-exec; every other descriptor of hvrun is close-on-exec), its own process group (Ctrl-C
-  // reaches only hvrun), no blocked signals, default SIGPIPE (hvrun ignores it) and default handlers
-  // for the signals hvrun catches. No PR_SET_PDEATHSIG and no check that hvrun is still alive, as the
-  // forked child had (detach_child): the death signal fires when the spawning *thread* ends, and this
-  // one ends as soon as the agent is up (srun took that SIGTERM for a cancel); and when hvrun dies,
-  // even before the spawn returns, its end of the channel closes with it: the command's stdin ends,
-  // and so does the agent.
+  // (CLONE_VFORK) until it executes. The child: the channel as stdin and stdout, the stderr pipe as
+  // stderr (dup2 clears their close-on-exec; every other descriptor of hvrun is close-on-exec), its own
+  // process group (Ctrl-C reaches only hvrun), no blocked signals, default SIGPIPE (hvrun ignores it)
+  // and default handlers for the signals hvrun catches. No PR_SET_PDEATHSIG and no check that hvrun is
+  // still alive, as the forked child had (detach_child): the death signal fires when the spawning
+  // *thread* ends (srun took that SIGTERM for a cancel); and when hvrun dies, even before the spawn
+  // returns, its end of the channel closes with it: the command's stdin ends, and so does the agent.
   const std::string context = o.label + " for " + o.host;
   posix_spawn_file_actions_t actions;
   if (const int rc = ::posix_spawn_file_actions_init(&actions); rc != 0)
@@ -90,7 +92,7 @@ std::unique_ptr<CommandAgent> CommandAgent::start(const CommandAgentOptions& o) 
   pid_t pid = -1;
   if (const int rc = ::posix_spawnp(&pid, argv[0], &actions, &attr, argv.data(), environ); rc != 0) {
     // glibc reports a failed exec here (the child ran on our memory); there is no exit code 127 to read.
-    throw Error(o.host + ": cannot start " + o.label + ": posix_spawnp '" + o.argv[0] + "': " + std::strerror(rc) +
+    throw Error(o.host + ": cannot start " + o.label + ": posix_spawnp '" + command[0] + "': " + std::strerror(rc) +
                 (rc == ENOENT ? " (command not found?)" : "") + "; " + o.fix);
   }
   agent->pid_ = pid;

@@ -9,6 +9,7 @@
 
 #include "agent/wire/error.hpp"
 #include "agent/rank_process.hpp"
+#include "launcher/open_files_limit.hpp"
 
 namespace hvrun {
 
@@ -29,6 +30,7 @@ LocalAgent::LocalAgent(const std::string& agent_path) {
   if (pid_ == 0) {
     // SIGTERM, not SIGKILL, when hvrun dies: the agent must live long enough to kill its ranks.
     if (!detach_child(SIGTERM, parent)) ::_exit(1);
+    restore_open_files_limit_in_child();
     if (::dup2(theirs.get(), 0) < 0 || ::dup2(theirs.get(), 1) < 0) ::_exit(1);
     ::execl(agent_path.c_str(), "hvrun-agent", static_cast<char*>(nullptr));
     ::_exit(127);

@@ -14,6 +14,7 @@
 
 #include "agent/wire/error.hpp"
 #include "agent/wire/unique_fd.hpp"
+#include "launcher/open_files_limit.hpp"
 
 namespace hvrun {
 
@@ -61,6 +62,7 @@ int run_mpirun(const std::vector<std::string>& argv) {
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
     for (const int s : {SIGINT, SIGTERM, SIGHUP, SIGPIPE}) ::signal(s, SIG_DFL);
+    restore_open_files_limit_in_child();
     if (::getppid() == parent) ::execvp(args[0], args.data());
     const int err = errno;
     [[maybe_unused]] auto n = ::write(status.write.get(), &err, sizeof err);

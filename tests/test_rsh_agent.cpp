@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -134,4 +135,27 @@ TEST_CASE("remote shell (--rsh-agent) on the command line: kept whole; hvrun's S
              Catch::StartsWith("--ssh-strict-host-key-checking applies to hvrun's own SSH"));
   CHECK_THAT(refused({"--rsh-agent", "x", "--ssh-connect-timeout", "3", "true"}),
              Catch::StartsWith("--ssh-connect-timeout applies to hvrun's own SSH"));
+}
+
+TEST_CASE("remote shell (--rsh-agent) under `ulimit -Sn 64`: 16 hosts start, and every rank gets 64 back", "[lab]") {
+  HVRUN_SKIP_WITHOUT_LAB();
+  // Issue 14: hvrun kept the user's soft limit and ran out of descriptors at 12 hosts under 64
+  // ("fcntl(F_DUPFD_CLOEXEC) failed ... Too many open files"). It now raises its own limit and gives
+  // the commands it starts (and so the agents and ranks) the user's 64 back.
+  constexpr int kHosts = 16;
+  Lab lab(kHosts);
+  TempHome home;
+  std::string hosts = "localhost";
+  for (int i = 1; i < kHosts; ++i) hosts += "," + lab.host(i);
+  auto cmd = hvrun_rsh(lab, home, {"-H", hosts, "sh", "-c", "echo H=$HVRUN_HOSTNAME N=$(ulimit -Sn)"});
+  // hvrun_rsh gives `env ... lab.sh exec 0 env HOME=... hvrun ...`: the limit is lowered right before
+  // the second env, inside host 0.
+  const auto home_at = std::find(cmd.begin(), cmd.end(), "HOME=" + home.dir.string());
+  REQUIRE(home_at != cmd.end());
+  cmd.insert(home_at - 1, {"sh", "-c", "ulimit -Sn 64 && exec \"$@\"", "sh"});
+  auto r = run(cmd, 120s);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(count_of(r.out, " N=64\n") == kHosts);
+  for (int i = 0; i < kHosts; ++i) CHECK(count_of(r.out, "<stdout>:H=" + lab.host(i) + " N=64\n") == 1);
 }

@@ -17,6 +17,7 @@
 #include "agent/wire/duration_text.hpp"
 #include "agent/wire/error.hpp"
 #include "agent/wire/unique_fd.hpp"
+#include "launcher/open_files_limit.hpp"
 #include "launcher/shell_quote.hpp"
 
 extern char** environ;
@@ -113,6 +114,7 @@ Output run_capture(const std::vector<std::string>& args, const std::string& host
                 "); install OpenSSH's client (Debian: apt-get install openssh-client)");
   }
   Child child(pid);
+  restore_open_files_limit(pid, "ssh -G for " + host);
   out.write.reset();
   err.write.reset();
 
