@@ -33,6 +33,8 @@ class AgentStartup {
     std::function<bool()> starting;
     // The agent of hosts[i] is reachable over the fd: the job starts the conversation.
     std::function<void(std::size_t, UniqueFd)> attach;
+    // hosts[i]'s turn to connect has come (it waited in the Connector's queue until then).
+    std::function<void(std::size_t)> turn;
     // The agent of hosts[i] could not be started; hosts[i].connect_error says why.
     std::function<void(std::size_t)> failed;
     // Every start has ended, attached or failed; called once, while the job is starting.

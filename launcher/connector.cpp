@@ -21,6 +21,7 @@ struct Connector::Mailbox {
   bool open = true;
   boost::asio::io_context* io = nullptr;
   OnConnected on_connected;
+  OnTurn on_turn;
   StartAgent start;
   std::size_t concurrency = 1;
   std::deque<std::pair<std::size_t, std::string>> queue;  // hosts not started yet
@@ -44,10 +45,11 @@ struct Connector::Mailbox {
 };
 
 Connector::Connector(boost::asio::io_context& io, StartAgent start, OnConnected on_connected,
-                     std::size_t concurrency)
+                     std::size_t concurrency, OnTurn on_turn)
     : mailbox_(std::make_shared<Mailbox>()) {
   mailbox_->io = &io;
   mailbox_->on_connected = std::move(on_connected);
+  mailbox_->on_turn = std::move(on_turn);
   mailbox_->start = std::move(start);
   mailbox_->concurrency = std::max<std::size_t>(concurrency, 1);
 }
@@ -93,6 +95,17 @@ void Connector::work(const std::shared_ptr<Mailbox>& box) {
       host = std::move(box->queue.front());
       box->queue.pop_front();
       start = box->start;
+      if (box->on_turn) {
+        boost::asio::post(*box->io, [box, index = host.first] {
+          OnTurn callback;
+          {
+            std::lock_guard lock(box->mutex);
+            if (!box->open) return;
+            callback = box->on_turn;
+          }
+          callback(index);
+        });
+      }
     }
     std::shared_ptr<HostAgent> agent;
     std::string error;

@@ -30,8 +30,13 @@ class Connector {
   // naming the host and what to do, and no agent).
   using OnConnected = std::function<void(std::size_t index, std::shared_ptr<HostAgent> agent, const std::string& error)>;
 
-  Connector(boost::asio::io_context& io, StartAgent start, OnConnected on_connected,
-            std::size_t concurrency);
+  // Runs on the event loop's thread when host `index` leaves the queue and starts connecting (so that
+  // time limits can count from a host's turn, not from the launch: with more hosts than threads, the
+  // last ones wait for earlier ones to finish).
+  using OnTurn = std::function<void(std::size_t index)>;
+
+  Connector(boost::asio::io_context& io, StartAgent start, OnConnected on_connected, std::size_t concurrency,
+            OnTurn on_turn = {});
   // Results that arrive later are dropped, and their agents with them; their threads end by
   // themselves (within --ssh-connect-timeout and --start-timeout).
   ~Connector();

@@ -163,6 +163,8 @@ struct Job::Impl {
         io, options, plan, hosts, timings.start,
         AgentStartup::Hooks{.starting = [this] { return teardown.phase() == Phase::kStarting; },
                             .attach = [this](std::size_t i, UniqueFd fd) { attach(i, std::move(fd)); },
+                            // --start-timeout counts from the last host's turn to connect.
+                            .turn = [this](std::size_t) { arm_deadline(options.start_timeout, [this] { on_start_timeout(); }); },
                             .failed =
                                 [this](std::size_t i) {
                                   links->mark_closed(i);

@@ -211,7 +211,9 @@ void define_options(CLI::App& app, CliBindings& b) {
                  "NICs to consider: prefixes, =exact, ^exclude, CIDR subnets (comma lists, repeatable)")
       ->allow_extra_args(false)
       ->type_name("LIST");
-  app.add_option("--start-timeout", b.start_timeout, "Seconds to connect, probe and start (default 30)")
+  app.add_option("--start-timeout", b.start_timeout,
+                 "Seconds to connect, probe and start (default 30; hosts queued by --connect-concurrency: from "
+                 "the last one's turn)")
       ->transform(seconds(false))
       ->type_name("SECONDS");
   app.add_option("--kill-grace", b.kill_grace, "Seconds between SIGTERM and SIGKILL at teardown (default 3)")

@@ -41,7 +41,8 @@ TEST_CASE("agent startup: job hosts, hellos, all up, one machine twice", "[agent
   boost::asio::io_context io;
   hvrun::LaunchOptions options;
   AgentStartup startup(io, options, plan, hosts, std::chrono::steady_clock::now(),
-                       AgentStartup::Hooks{.starting = [] { return true; }, .attach = {}, .failed = {}, .connected = {}});
+                       AgentStartup::Hooks{
+                           .starting = [] { return true; }, .attach = {}, .turn = {}, .failed = {}, .connected = {}});
   CHECK_FALSE(startup.all_up());
   CHECK_THROWS_WITH(startup.hello(0, hello("0.0.0-other", "ns"), "agent on localhost"),
                     std::string("agent on localhost is version 0.0.0-other, hvrun is ") + hvrun::kVersion +

@@ -8,6 +8,7 @@
 #include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <future>
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <mutex>
@@ -112,7 +113,7 @@ TEST_CASE("connector: a host that connects after the connector is gone is droppe
   CHECK_FALSE(called);
 }
 
-TEST_CASE("connector: at most `concurrency` hosts start at once, every host is started, the threads end",
+TEST_CASE("connector: at most `concurrency` hosts start at once, every host is started in order, the threads end",
           "[connector]") {
   asio::io_context io;
   auto guard = asio::make_work_guard(io);
@@ -121,6 +122,9 @@ TEST_CASE("connector: at most `concurrency` hosts start at once, every host is s
   std::size_t running = 0, most = 0;
   std::vector<std::string> started;
   std::map<std::size_t, std::string> results;
+  std::map<std::size_t, int> turns;
+  std::vector<std::size_t> turn_order;
+  const auto loop_thread = std::this_thread::get_id();
   hvrun::Connector connector(
       io,
       [&](const std::string& host) -> std::unique_ptr<hvrun::HostAgent> {
@@ -137,10 +141,15 @@ TEST_CASE("connector: at most `concurrency` hosts start at once, every host is s
         return std::make_unique<FakeAgent>(host);
       },
       [&](std::size_t i, std::shared_ptr<hvrun::HostAgent> agent, const std::string& error) {
+        CHECK(turns.count(i) == 1);  // its turn was announced before its result
         results[i] = agent ? agent->agent_description() : error;
         if (results.size() == kHosts) guard.reset();
       },
-      kConcurrency);
+      kConcurrency, [&](std::size_t i) {
+        CHECK(std::this_thread::get_id() == loop_thread);
+        ++turns[i];
+        turn_order.push_back(i);
+      });
   for (std::size_t i = 0; i < kHosts; ++i) connector.connect(i, "h" + std::to_string(i));
   CHECK(connector.threads() <= kConcurrency);
   io.run_for(60s);
@@ -148,8 +157,10 @@ TEST_CASE("connector: at most `concurrency` hosts start at once, every host is s
   for (std::size_t i = 0; i < kHosts; ++i) CHECK(results[i] == "h" + std::to_string(i));
   CHECK(most <= kConcurrency);
   CHECK(most >= 2);  // they did run side by side
-  // Queued hosts start in order (each thread takes the next one).
+  // Queued hosts start in order (each thread takes the next one), and each turn is announced once.
   CHECK(started.front() == "h0");
+  REQUIRE(turn_order.size() == kHosts);
+  CHECK(std::is_sorted(turn_order.begin(), turn_order.end()));
   for (int spin = 0; spin < 6000 && connector.threads() != 0; ++spin) std::this_thread::sleep_for(10ms);
   CHECK(connector.threads() == 0);
 }

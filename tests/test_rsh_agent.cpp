@@ -159,3 +159,34 @@ TEST_CASE("remote shell (--rsh-agent) under `ulimit -Sn 64`: 16 hosts start, and
   CHECK(count_of(r.out, " N=64\n") == kHosts);
   for (int i = 0; i < kHosts; ++i) CHECK(count_of(r.out, "<stdout>:H=" + lab.host(i) + " N=64\n") == 1);
 }
+
+TEST_CASE("remote shell (--rsh-agent): hosts queued by --connect-concurrency get --start-timeout from their turn",
+          "[lab]") {
+  HVRUN_SKIP_WITHOUT_LAB();
+  // Each agent takes a little over 1 s to start and only one starts at a time: the five remote hosts take
+  // over 5 s in all, twice --start-timeout, while each takes less than it. Before, the start timeout
+  // counted from the launch and the hosts at the end of the queue failed (1,000 hosts under the
+  // default 30 s, issue 14).
+  constexpr int kHosts = 6;
+  Lab lab(kHosts);
+  TempHome home;
+  const fs::path slow = home.dir / "slow_rsh_agent.sh";
+  {
+    std::ofstream f(slow);
+    f << "#!/bin/sh\nsleep 1\nexec " << rsh_wrapper() << " \"$@\"\n";
+  }
+  fs::permissions(slow, fs::perms::owner_all);
+  std::string hosts = "localhost";
+  for (int i = 1; i < kHosts; ++i) hosts += "," + lab.host(i);
+  const auto started = std::chrono::steady_clock::now();
+  auto r = run(hvrun_rsh(lab, home,
+                         {"--connect-concurrency", "1", "--start-timeout", "2.5", "-H", hosts, "sh", "-c",
+                          "echo H=$HVRUN_HOSTNAME"},
+                         {}, slow.string()),
+               120s);
+  const auto took = std::chrono::steady_clock::now() - started;
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 0);
+  for (int i = 0; i < kHosts; ++i) CHECK(count_of(r.out, "<stdout>:H=" + lab.host(i) + "\n") == 1);
+  CHECK(took >= 5s);  // one at a time: the queue really held them back
+}
