@@ -58,6 +58,10 @@ class ByteReader final : public hvrun::IoClient {
     this->failure = failure;
     cv.notify_all();
   }
+  bool is_finished() {
+    std::lock_guard lock(mu);
+    return finished;
+  }
   bool wait_finished(std::chrono::milliseconds timeout) {
     std::unique_lock lock(mu);
     return cv.wait_for(lock, timeout, [this] { return finished; });
@@ -164,7 +168,7 @@ TEST_CASE("io thread: detach stops a running client at once, finish() is not cal
   REQUIRE(::write(c.get(), "z", 1) == 1);
   REQUIRE(eventually([&] { return second.bytes.load() == 1; }));
   std::this_thread::sleep_for(20ms);
-  CHECK_FALSE(second.finished);
+  CHECK_FALSE(second.is_finished());
 }
 
 TEST_CASE("io thread: a descriptor epoll cannot watch ends that client with the reason", "[io_thread]") {
