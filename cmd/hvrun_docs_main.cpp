@@ -1,5 +1,5 @@
 // hvrun-docs: writes hvrun's man page, hvrun(1), and its bash completion from the very CLI11 option
-// definitions hvrun parses with (launcher/cli_bindings.hpp), so that neither can drift from the parser.
+// definitions hvrun parses with (launcher/cli/cli_bindings.hpp), so that neither can drift from the parser.
 // The build runs it (cmd/CMakeLists.txt); the install puts both under share/.
 //   hvrun-docs MAN_PAGE COMPLETION_SCRIPT
 #include <algorithm>
@@ -17,8 +17,8 @@
 #include <CLI/CLI.hpp>
 
 #include "hvrun/version.hpp"
-#include "launcher/cli_bindings.hpp"
-#include "launcher/launch_options.hpp"
+#include "launcher/cli/cli_bindings.hpp"
+#include "launcher/cli/launch_options.hpp"
 
 namespace {
 

@@ -8,9 +8,9 @@
 #include <iostream>
 
 #include "agent/wire/error.hpp"
-#include "launcher/job.hpp"
-#include "launcher/launch_options.hpp"
-#include "launcher/open_files_limit.hpp"
+#include "launcher/base/open_files_limit.hpp"
+#include "launcher/cli/launch_options.hpp"
+#include "launcher/job/job.hpp"
 
 namespace {
 int run(int argc, char** argv) {
@@ -26,7 +26,7 @@ int run(int argc, char** argv) {
     hvrun::CliResult cli = hvrun::parse_command_line(argc, argv);
     if (cli.action == hvrun::CliAction::kExit) return cli.exit_code;
     spdlog::set_level(spdlog::level::from_str(cli.options.verbose ? std::string("info") : cli.options.log_level));
-    // A few descriptors per host: raise the soft limit, before any thread starts (launcher/open_files_limit.hpp).
+    // A few descriptors per host: raise the soft limit, before any thread starts (launcher/base/open_files_limit.hpp).
     hvrun::raise_open_files_limit();
     hvrun::Job job(std::move(cli.options));
     return job.run();

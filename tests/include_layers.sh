@@ -3,8 +3,10 @@
 # Each folder may include only what its layer allows (quoted includes; <...> are system headers):
 #   agent/wire/   agent/wire/, hvrun/ (the generated version header, the public error header)
 #   agent/        agent/ (itself and the wire layer), hvrun/ — never launcher/ or collectives/
-#   launcher/     launcher/, agent/wire/, hvrun/, and agent/rank_process.hpp (its process-group helpers,
-#                 until they move to the wire layer)
+#   launcher/     rooms in this order, each including only itself, the rooms before it, agent/wire/ and
+#                 hvrun/ (never the agent proper, never collectives/):
+#                   base ssh output nic cli ranks start check job
+#                 (agent/rank_process.hpp too, until its process helpers move to the wire layer)
 #   collectives/  collectives/, agent/wire/, hvrun/; the store benchmark (store_bench_main.cpp, a program,
 #                 not the library) also agent/store_server.hpp, the server it measures against
 #   collectives/include/hvrun/ (installed): only hvrun/ headers and the standard library
@@ -29,8 +31,28 @@ allow() {
 }
 allow agent/wire 'agent/wire/|hvrun/' "the wire layer includes only itself and hvrun/"
 allow agent 'agent/|hvrun/' "agent/ includes only agent/ and hvrun/" agent/wire/
-allow launcher 'launcher/|agent/wire/|agent/rank_process\.hpp"|hvrun/' \
-  "launcher/ includes launcher/, the wire layer and hvrun/ only"
+# The launcher's rooms, lowest first. A source file directly in launcher/ belongs to no room: none may be.
+rooms=(base ssh output nic cli ranks start check job)
+stray=$(find launcher -maxdepth 1 -name '*.[ch]pp' | sort)
+if [[ -n $stray ]]; then
+  printf '%s   <- every launcher source lives in one of the rooms: %s\n' $stray "${rooms[*]}"
+  bad=1
+fi
+for dir in launcher/*/; do
+  dir=${dir%/}
+  found=0
+  for r in "${rooms[@]}"; do [[ launcher/$r == "$dir" ]] && found=1; done
+  if ((!found)); then
+    echo "$dir   <- not a room of the launcher's (tests/include_layers.sh: rooms); add it to the order or move its files"
+    bad=1
+  fi
+done
+below="" named=""
+for r in "${rooms[@]}"; do
+  below+="launcher/$r/|" named+="${named:+, }$r"
+  allow "launcher/$r" "${below}agent/wire/|agent/rank_process\\.hpp\"|hvrun/" \
+    "launcher/$r/ includes only the launcher's rooms up to it ($named), the wire layer and hvrun/"
+done
 allow collectives 'collectives/|agent/wire/|hvrun/' "collectives/ includes collectives/, the wire layer and hvrun/ only" \
   'collectives/store_bench_main.cpp:|collectives/include/'
 allow collectives/store_bench_main.cpp 'collectives/|agent/wire/|agent/store_server\.hpp"|hvrun/' \
@@ -41,4 +63,4 @@ if ((bad)); then
   echo "include_layers: includes that break docs/DESIGN.md section 1.1 (above)"
   exit 1
 fi
-echo "include_layers: agent/wire/, agent/, launcher/, collectives/, cmd/ and the public headers keep their include rules"
+echo "include_layers: agent/wire/, agent/, launcher/'s rooms (${rooms[*]}), collectives/, cmd/ and the public headers keep their include rules"

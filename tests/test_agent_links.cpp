@@ -1,4 +1,4 @@
-// The launcher's ends of the agents' channels (launcher/agent_links.hpp), over a socketpair: the
+// The launcher's ends of the agents' channels (launcher/start/agent_links.hpp), over a socketpair: the
 // JobMsg first, heartbeats, the watchdog on a silent agent, output acks and closed links.
 #include <catch2/catch.hpp>
 
@@ -11,7 +11,7 @@
 
 #include "agent/wire/control_message.hpp"
 #include "agent/wire/frame_channel.hpp"
-#include "launcher/agent_links.hpp"
+#include "launcher/start/agent_links.hpp"
 
 using hvrun::AgentLinks;
 using hvrun::ControlMessage;

@@ -9,7 +9,7 @@
 #include "agent/wire/frame_codec.hpp"
 #include "agent/wire/job_secret.hpp"
 #include "hvrun/version.hpp"
-#include "launcher/local_agent.hpp"
+#include "launcher/start/local_agent.hpp"
 #include "tests/support/child_process.hpp"
 
 using namespace hvrun;

@@ -1,4 +1,4 @@
-// The agent start-up (launcher/agent_startup.hpp) without starting agents: the job's hosts from the
+// The agent start-up (launcher/start/agent_startup.hpp) without starting agents: the job's hosts from the
 // plan, each agent's hello, when every agent is up, and two entries that are one machine.
 #include <catch2/catch.hpp>
 
@@ -9,7 +9,7 @@
 
 #include "agent/wire/error.hpp"
 #include "hvrun/version.hpp"
-#include "launcher/agent_startup.hpp"
+#include "launcher/start/agent_startup.hpp"
 
 using hvrun::AgentStartup;
 using hvrun::JobHost;

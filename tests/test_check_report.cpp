@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "launcher/check_report.hpp"
+#include "launcher/check/check_report.hpp"
 #include "tests/support/nic_lab.hpp"
 
 using hvrun::CheckInput;

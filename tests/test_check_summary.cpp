@@ -9,12 +9,12 @@
 #include <string>
 #include <vector>
 
-#include "launcher/check_html.hpp"
-#include "launcher/check_matrix.hpp"
-#include "launcher/check_report.hpp"
-#include "launcher/check_summary.hpp"
-#include "launcher/host_names.hpp"
-#include "launcher/text_layout.hpp"
+#include "launcher/base/host_names.hpp"
+#include "launcher/base/text_layout.hpp"
+#include "launcher/check/check_html.hpp"
+#include "launcher/check/check_matrix.hpp"
+#include "launcher/check/check_report.hpp"
+#include "launcher/check/check_summary.hpp"
 #include "tests/support/nic_lab.hpp"
 #include "tests/support/report_text.hpp"
 

@@ -1,4 +1,4 @@
-// CommandAgent (launcher/command_agent.hpp) started here without a lab: the --rsh-agent and srun
+// CommandAgent (launcher/start/command_agent.hpp) started here without a lab: the --rsh-agent and srun
 // commands, spawned with posix_spawnp. Their lab runs are in test_rsh_agent.cpp and test_slurm_lab.cpp.
 #include <catch2/catch.hpp>
 #include <poll.h>
@@ -10,7 +10,7 @@
 #include <string>
 
 #include "hvrun/error.hpp"
-#include "launcher/command_agent.hpp"
+#include "launcher/start/command_agent.hpp"
 
 using hvrun::CommandAgent;
 using hvrun::CommandAgentOptions;

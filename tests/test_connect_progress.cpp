@@ -1,10 +1,10 @@
-// What the start-up says about the job's hosts (launcher/connect_progress.hpp) and how the probe
-// round goes on the wire (launcher/probe_messages.hpp), on hand-made hosts.
+// What the start-up says about the job's hosts (launcher/start/connect_progress.hpp) and how the probe
+// round goes on the wire (launcher/job/probe_messages.hpp), on hand-made hosts.
 #include <catch2/catch.hpp>
 
 #include "agent/wire/error.hpp"
-#include "launcher/connect_progress.hpp"
-#include "launcher/probe_messages.hpp"
+#include "launcher/job/probe_messages.hpp"
+#include "launcher/start/connect_progress.hpp"
 
 using hvrun::JobHost;
 using namespace std::chrono_literals;

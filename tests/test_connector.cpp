@@ -1,4 +1,4 @@
-// The connector (launcher/connector.hpp): hosts connect on a bounded pool of threads, each result
+// The connector (launcher/start/connector.hpp): hosts connect on a bounded pool of threads, each result
 // reaches the event loop once, and a result that comes after the connector is gone is dropped with
 // its agent. Fake agents: no SSH, no binary.
 #include <catch2/catch.hpp>
@@ -16,7 +16,7 @@
 #include <thread>
 
 #include "agent/wire/error.hpp"
-#include "launcher/connector.hpp"
+#include "launcher/start/connector.hpp"
 
 namespace asio = boost::asio;
 using namespace std::chrono_literals;

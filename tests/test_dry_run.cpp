@@ -1,11 +1,11 @@
-// --dry-run's output (launcher/dry_run.hpp), without the binary: the plan, placeholders for what only a
+// --dry-run's output (launcher/ranks/dry_run.hpp), without the binary: the plan, placeholders for what only a
 // launch knows, -x over the contract, and the environment flags. (That it starts nothing is
 // test_local_launch.cpp's.)
 #include <catch2/catch.hpp>
 
 #include <sstream>
 
-#include "launcher/dry_run.hpp"
+#include "launcher/ranks/dry_run.hpp"
 
 TEST_CASE("dry run: plan, placeholders for the launch's choices, -x over the contract, the flags", "[dry_run]") {
   hvrun::LaunchOptions o;

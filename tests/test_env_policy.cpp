@@ -1,9 +1,9 @@
-// The environment ranks start from (launcher/env_policy.hpp): hvrun's own, then horovodrun's flags,
+// The environment ranks start from (launcher/ranks/env_policy.hpp): hvrun's own, then horovodrun's flags,
 // then -x; another host gets it without what describes the launcher's host or terminal. (-x winning
 // over the rank contract is test_user_env.cpp's.)
 #include <catch2/catch.hpp>
 
-#include "launcher/env_policy.hpp"
+#include "launcher/ranks/env_policy.hpp"
 
 using hvrun::Environment;
 using hvrun::EnvPolicy;

@@ -12,9 +12,9 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 
-#include "agent/wire/error.hpp"
 #include "agent/horovod_rendezvous.hpp"
-#include "launcher/horovod_rendezvous_plan.hpp"
+#include "agent/wire/error.hpp"
+#include "launcher/ranks/horovod_rendezvous_plan.hpp"
 #include "tests/support/loopback_connection.hpp"
 
 using namespace hvrun;

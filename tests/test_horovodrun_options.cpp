@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "agent/wire/error.hpp"
-#include "launcher/launch_options.hpp"
+#include "launcher/cli/launch_options.hpp"
 #include "tests/support/child_process.hpp"
 #include "tests/support/lab_hvrun.hpp"
 

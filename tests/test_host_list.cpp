@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "agent/wire/error.hpp"
-#include "launcher/host_list.hpp"
+#include "launcher/cli/host_list.hpp"
 #include "tests/support/usage_error.hpp"
 
 using hvrun::HostSpec;

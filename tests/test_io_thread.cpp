@@ -1,4 +1,4 @@
-// The launcher's I/O thread (launcher/io_thread.hpp): one thread serves many clients, level-triggered
+// The launcher's I/O thread (launcher/base/io_thread.hpp): one thread serves many clients, level-triggered
 // (bytes left unread wake it again), deadlines, finish() after done, detach() from the owner's thread.
 #include <catch2/catch.hpp>
 #include <poll.h>
@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "agent/wire/unique_fd.hpp"
-#include "launcher/io_thread.hpp"
+#include "launcher/base/io_thread.hpp"
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;

@@ -10,7 +10,7 @@
 
 #include "agent/wire/error.hpp"
 #include "hvrun/version.hpp"
-#include "launcher/launch_options.hpp"
+#include "launcher/cli/launch_options.hpp"
 
 using hvrun::CliAction;
 using hvrun::HostSpec;

@@ -1,7 +1,7 @@
-// The --verbose timings line (launcher/launch_timings.hpp).
+// The --verbose timings line (launcher/job/launch_timings.hpp).
 #include <catch2/catch.hpp>
 
-#include "launcher/launch_timings.hpp"
+#include "launcher/job/launch_timings.hpp"
 
 using namespace std::chrono_literals;
 

@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "launcher/line_splitter.hpp"
+#include "launcher/output/line_splitter.hpp"
 
 using hvrun::LineSplitter;
 

@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "launcher/ranks/mpirun_process.hpp"
 #include "tests/support/child_process.hpp"
 #include "tests/support/lab.hpp"
 #include "tests/support/lab_hvrun.hpp"
-#include "launcher/mpirun_process.hpp"
 
 using namespace hvrun::test;
 using namespace std::chrono_literals;

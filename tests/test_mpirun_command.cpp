@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "agent/wire/error.hpp"
-#include "launcher/ip_subnet.hpp"
-#include "launcher/mpirun_command.hpp"
-#include "launcher/shell_quote.hpp"
+#include "launcher/base/shell_quote.hpp"
+#include "launcher/nic/ip_subnet.hpp"
+#include "launcher/ranks/mpirun_command.hpp"
 
 using Args = std::vector<std::string>;
 using hvrun::MpirunInput;

@@ -1,4 +1,4 @@
-// The NIC discovery driver (launcher/nic_discovery.hpp) on hand-made hosts: what it sends, how it uses
+// The NIC discovery driver (launcher/job/nic_discovery.hpp) on hand-made hosts: what it sends, how it uses
 // the job's deadline, when it decides, what it probes again, and what it says when a host has no NIC.
 #include <catch2/catch.hpp>
 
@@ -9,8 +9,9 @@
 #include <vector>
 
 #include "agent/wire/error.hpp"
-#include "launcher/nic_discovery.hpp"
-#include "launcher/probe_retry.hpp"
+#include "launcher/check/check_run.hpp"
+#include "launcher/job/nic_discovery.hpp"
+#include "launcher/nic/probe_retry.hpp"
 
 using hvrun::JobHost;
 using hvrun::NicDiscovery;
@@ -117,7 +118,8 @@ TEST_CASE("nic discovery: timeouts go again with longer timeouts, then it gives 
   job.on_deadline();  // nothing came back: the deadline judges what there is
   CHECK(job.decided == 1);
   CHECK_FALSE(d->all_chosen());
-  const std::string why = d->unusable_text();
+  const std::string why = hvrun::unusable_text(hvrun::check_report_of(job.hosts, d->round(), d->report_base()),
+                                              job.options.probe_timeout, d->round()->attempts());
   CHECK(why.find("\nhvrun: gave up after ") != std::string::npos);
   CHECK(why.back() != '\n');
 }

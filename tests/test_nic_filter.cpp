@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "agent/wire/error.hpp"
-#include "launcher/ip_subnet.hpp"
-#include "launcher/nic_filter.hpp"
+#include "launcher/nic/ip_subnet.hpp"
+#include "launcher/nic/nic_filter.hpp"
 
 using hvrun::InterfaceInfo;
 using hvrun::IpSubnet;

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "agent/wire/error.hpp"
-#include "launcher/nic_selector.hpp"
+#include "launcher/nic/nic_selector.hpp"
 #include "tests/support/nic_lab.hpp"
 
 using namespace hvrun::test::trap_lab;

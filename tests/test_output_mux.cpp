@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "agent/wire/error.hpp"
-#include "launcher/output_mux.hpp"
+#include "launcher/output/output_mux.hpp"
 
 using namespace hvrun;
 using namespace std::chrono_literals;

@@ -7,7 +7,7 @@
 #include <chrono>
 #include <thread>
 
-#include "launcher/output_writer.hpp"
+#include "launcher/output/output_writer.hpp"
 
 using namespace hvrun;
 using namespace std::chrono_literals;

@@ -1,4 +1,4 @@
-// The bounded probe set (launcher/probe_peers.hpp): who probes whom, what it covers, what it costs,
+// The bounded probe set (launcher/nic/probe_peers.hpp): who probes whom, what it covers, what it costs,
 // and that the NIC choice on the trap lab is the same with it as with all pairs.
 #include <catch2/catch.hpp>
 
@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "launcher/ip_subnet.hpp"
-#include "launcher/probe_peers.hpp"
+#include "launcher/nic/ip_subnet.hpp"
+#include "launcher/nic/probe_peers.hpp"
 #include "tests/support/nic_lab.hpp"
 
 using namespace hvrun::test::trap_lab;

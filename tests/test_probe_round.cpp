@@ -1,4 +1,4 @@
-// The probe round (launcher/probe_round.hpp) on the synthetic trap lab: what it plans, when its
+// The probe round (launcher/nic/probe_round.hpp) on the synthetic trap lab: what it plans, when its
 // decision is final, what it decides, and which probes it sends again.
 #include <catch2/catch.hpp>
 
@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "agent/wire/error.hpp"
-#include "launcher/probe_retry.hpp"
-#include "launcher/probe_round.hpp"
+#include "launcher/nic/probe_retry.hpp"
+#include "launcher/nic/probe_round.hpp"
 #include "tests/support/nic_lab.hpp"
 
 using namespace hvrun::test::trap_lab;

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "agent/wire/error.hpp"
-#include "launcher/rank_env.hpp"
+#include "launcher/ranks/rank_env.hpp"
 
 using Env = std::map<std::string, std::string>;
 

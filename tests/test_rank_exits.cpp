@@ -1,11 +1,11 @@
-// Rank-exit accounting (launcher/rank_exits.hpp): which host runs which rank, exits reported once,
+// Rank-exit accounting (launcher/job/rank_exits.hpp): which host runs which rank, exits reported once,
 // ranks gone with their agent, and the failure report's text.
 #include <catch2/catch.hpp>
 
 #include <signal.h>
 
-#include "launcher/job.hpp"
-#include "launcher/rank_exits.hpp"
+#include "launcher/job/job.hpp"
+#include "launcher/job/rank_exits.hpp"
 
 using hvrun::ExitedMsg;
 using hvrun::RankExits;

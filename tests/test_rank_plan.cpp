@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "agent/wire/error.hpp"
-#include "launcher/rank_plan.hpp"
+#include "launcher/cli/rank_plan.hpp"
 
 using hvrun::HostSpec;
 using hvrun::RankPlan;

@@ -12,7 +12,7 @@
 #include <sstream>
 
 #include "agent/wire/error.hpp"
-#include "launcher/launch_options.hpp"
+#include "launcher/cli/launch_options.hpp"
 #include "tests/support/child_process.hpp"
 #include "tests/support/lab.hpp"
 #include "tests/support/lab_hvrun.hpp"

@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "launcher/same_host.hpp"
+#include "launcher/start/same_host.hpp"
 
 using hvrun::HostIdentity;
 using hvrun::same_host_error;

@@ -1,5 +1,5 @@
-// Slurm's compressed host lists and task counts (launcher/slurm_host_list.hpp), the allocation read
-// from the environment (launcher/slurm_allocation.hpp) and the --launcher choice (launcher_choice.hpp).
+// Slurm's compressed host lists and task counts (launcher/cli/slurm_host_list.hpp), the allocation read
+// from the environment (launcher/cli/slurm_allocation.hpp) and the --launcher choice (launcher_choice.hpp).
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -8,9 +8,9 @@
 #include <sstream>
 
 #include "agent/wire/error.hpp"
-#include "launcher/launcher_choice.hpp"
-#include "launcher/slurm_allocation.hpp"
-#include "launcher/slurm_host_list.hpp"
+#include "launcher/cli/launcher_choice.hpp"
+#include "launcher/cli/slurm_allocation.hpp"
+#include "launcher/cli/slurm_host_list.hpp"
 #include "tests/support/child_process.hpp"
 #include "tests/support/usage_error.hpp"
 

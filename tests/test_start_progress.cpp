@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "launcher/start_progress.hpp"
+#include "launcher/start/start_progress.hpp"
 
 using hvrun::progress_text;
 using hvrun::StartProgress;

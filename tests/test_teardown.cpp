@@ -1,9 +1,9 @@
-// The teardown state machine (launcher/teardown.hpp): phases, exit codes, and what a failure or a
+// The teardown state machine (launcher/job/teardown.hpp): phases, exit codes, and what a failure or a
 // signal makes the job do, without sockets or timers.
 #include <catch2/catch.hpp>
 
-#include "launcher/job.hpp"
-#include "launcher/teardown.hpp"
+#include "launcher/job/job.hpp"
+#include "launcher/job/teardown.hpp"
 
 using hvrun::Teardown;
 using Phase = Teardown::Phase;

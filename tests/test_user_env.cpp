@@ -2,7 +2,7 @@
 // reported in one line but honoured.
 #include <catch2/catch.hpp>
 
-#include "launcher/user_env.hpp"
+#include "launcher/ranks/user_env.hpp"
 
 using Env = std::map<std::string, std::string>;
 

@@ -15,7 +15,7 @@
 namespace hvrun {
 
 // How one probe of one address ended. The order is the order of preference when a peer reached a NIC
-// on several addresses (launcher/nic_selector.cpp) and of the words in reports.
+// on several addresses (launcher/nic/nic_selector.cpp) and of the words in reports.
 enum class ProbeOutcome {
   kOk,          // the right host answered with a valid HMAC
   kRefused,     // connection refused (RST): a firewall's REJECT, or nothing listening there

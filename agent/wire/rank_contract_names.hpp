@@ -1,6 +1,6 @@
 #pragma once
 // The names of the rank contract: the environment variables hvrun gives every rank (docs/DESIGN.md,
-// README). Written by the launcher (launcher/rank_env.cpp), read by the collectives
+// README). Written by the launcher (launcher/ranks/rank_env.cpp), read by the collectives
 // (collectives/rank_contract.cpp); one spelling for both sides.
 namespace hvrun::rank_contract {
 

@@ -17,8 +17,8 @@
 #include "agent/wire/duration_text.hpp"
 #include "agent/wire/error.hpp"
 #include "agent/wire/unique_fd.hpp"
-#include "launcher/open_files_limit.hpp"
-#include "launcher/shell_quote.hpp"
+#include "launcher/base/open_files_limit.hpp"
+#include "launcher/base/shell_quote.hpp"
 
 extern char** environ;
 

@@ -12,10 +12,10 @@
 #include <cstring>
 #include <vector>
 
-#include "launcher/ssh/ssh_core.hpp"
 #include "agent/wire/duration_text.hpp"
 #include "agent/wire/io_sizes.hpp"
-#include "launcher/io_thread.hpp"
+#include "launcher/base/io_thread.hpp"
+#include "launcher/ssh/ssh_core.hpp"
 
 namespace hvrun {
 
@@ -25,7 +25,7 @@ namespace ssh_detail {
 // in 0.10 it ignores errors on both sides (its exception handlers are empty), closes the descriptor it
 // writes to, and knows nothing of keepalives or stderr. This one is explicit about each of those.
 //
-// The launcher's one I/O thread (launcher/io_thread.hpp) runs it: each round holds the session lock
+// The launcher's one I/O thread (launcher/base/io_thread.hpp) runs it: each round holds the session lock
 // briefly (nonblocking libssh calls only) and then says what to wait for (the session socket, the
 // local socket, a Waiter, a keepalive deadline); nothing spins and no host has a thread of its own.
 // The lock is only tried: the I/O thread serves every host and must not wait behind another thread's

@@ -22,7 +22,7 @@ class SshSession;
 //  - The command's stdout arrives on fd(); when it closes its stdout (or exits, or the connection
 //    dies) fd() reads EOF.
 //  - stderr is not on fd(): its last kStderrTailBytes are kept for error messages (stderr_tail()).
-// The launcher's I/O thread (launcher/io_thread.hpp) moves the bytes, for every exec of every host;
+// The launcher's I/O thread (launcher/base/io_thread.hpp) moves the bytes, for every exec of every host;
 // this exec's pump ends when the channel closes (or the connection is presumed
 // dead, see SshTarget::keepalive_interval). Destroying an SshExec stops the pump and closes the
 // channel; the remote command then sees EOF on stdin.

@@ -11,7 +11,7 @@
 #include <memory>
 
 #include "agent/wire/interface_list.hpp"
-#include "launcher/name_lookup.hpp"
+#include "launcher/base/name_lookup.hpp"
 
 namespace hvrun {
 

@@ -33,13 +33,13 @@ inline void expect(bool ok, const std::string& what) {
 void frame_decoder(std::string_view input);
 // agent/wire/control_message.hpp's decode_control on the whole input.
 void control_message(std::string_view input);
-// launcher/host_list.hpp's parse_host_list on the whole input (one -H value).
+// launcher/cli/host_list.hpp's parse_host_list on the whole input (one -H value).
 void host_list(std::string_view input);
-// launcher/host_list.hpp's parse_hostfile on the whole input (a hostfile's contents).
+// launcher/cli/host_list.hpp's parse_hostfile on the whole input (a hostfile's contents).
 void hostfile(std::string_view input);
-// launcher/nic_filter.hpp's NicFilter::parse; the input holds one --network-interface value per line.
+// launcher/nic/nic_filter.hpp's NicFilter::parse; the input holds one --network-interface value per line.
 void nic_filter(std::string_view input);
-// launcher/slurm_host_list.hpp: the first line as a host list, the rest as task counts.
+// launcher/cli/slurm_host_list.hpp: the first line as a host list, the rest as task counts.
 void slurm_lists(std::string_view input);
 // agent/wire/store_protocol.hpp's store::decode on the whole input (one store frame's payload).
 void store_protocol(std::string_view input);

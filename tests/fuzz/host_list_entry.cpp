@@ -1,4 +1,4 @@
-// Fuzz target bodies: parse_host_list and parse_hostfile (launcher/host_list.hpp). Their documented
+// Fuzz target bodies: parse_host_list and parse_hostfile (launcher/cli/host_list.hpp). Their documented
 // failure is UsageError. Checked besides, on what they accept:
 //   - every host has a name free of blanks, control characters and the list's separators, and at
 //     least one slot; no name appears twice (duplicates merge);
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "agent/wire/error.hpp"
-#include "launcher/host_list.hpp"
+#include "launcher/cli/host_list.hpp"
 #include "tests/fuzz/fuzz_entries.hpp"
 
 namespace hvrun::fuzz {

@@ -1,4 +1,4 @@
-// Fuzz target body: NicFilter::parse (launcher/nic_filter.hpp). The input holds one --network-interface
+// Fuzz target body: NicFilter::parse (launcher/nic/nic_filter.hpp). The input holds one --network-interface
 // value per line ('\n' splits; an empty input is one empty value). Its documented failure is UsageError.
 // Checked besides, on every filter it accepts:
 //   - parse(values()) == filter (the header's promise), and text() is "" exactly for an empty filter;
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "agent/wire/error.hpp"
-#include "launcher/nic_filter.hpp"
+#include "launcher/nic/nic_filter.hpp"
 #include "tests/fuzz/fuzz_entries.hpp"
 
 namespace hvrun::fuzz {

@@ -1,4 +1,4 @@
-// Fuzz target body: expand_slurm_host_list and expand_slurm_counts (launcher/slurm_host_list.hpp). The
+// Fuzz target body: expand_slurm_host_list and expand_slurm_counts (launcher/cli/slurm_host_list.hpp). The
 // input's first line is a host list (SLURM_JOB_NODELIST), the rest a count list (SLURM_TASKS_PER_NODE).
 // Their documented failure is UsageError. Checked besides, on what they accept:
 //   - at most kMaxSlurmListSize entries; names non-empty, unique, free of blanks, control characters,
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "agent/wire/error.hpp"
-#include "launcher/slurm_host_list.hpp"
+#include "launcher/cli/slurm_host_list.hpp"
 #include "tests/fuzz/fuzz_entries.hpp"
 
 namespace hvrun::fuzz {

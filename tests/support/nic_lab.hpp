@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "launcher/nic_selector.hpp"
+#include "launcher/nic/nic_selector.hpp"
 
 namespace hvrun::test {
 

@@ -1,0 +1,82 @@
+#pragma once
+// Everything `hvrun` was asked to do, parsed and validated from its command line.
+#include <chrono>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "launcher/cli/host_list.hpp"
+#include "launcher/cli/launcher_choice.hpp"
+
+namespace hvrun {
+
+struct LaunchOptions {
+  int np = 0;                        // 0: all slots
+  std::vector<HostSpec> hosts;       // from -H (repeatable, lists joined) or --hostfile; default: the
+                                     // Slurm allocation's nodes and tasks (launcher/cli/slurm_allocation.hpp),
+                                     // else localhost with np slots (1 without -np)
+  bool no_oversubscribe = false;
+  bool oversubscribe = false;        // --oversubscribe (mpirun's): -np above the slots without a warning
+  bool allow_run_as_root = false;    // --allow-run-as-root (mpirun's): hvrun needs none; passed on with --mpi
+  std::optional<int> ssh_port;       // -p: overrides ~/.ssh/config for every host
+  std::string ssh_identity_file;     // -i
+  std::chrono::milliseconds ssh_connect_timeout{10'000};  // --ssh-connect-timeout
+  bool ssh_strict_host_key = false;  // --ssh-strict-host-key-checking: refuse hosts not in known_hosts
+  // --connect-concurrency: hosts whose agents start at once (launcher/start/connector.hpp). Enough to hide
+  // the network's latency behind the launcher's CPU (an SSH start costs 5-25 ms of it and takes
+  // 0.1-0.4 s), few enough that the `ssh -G` runs and handshakes of a big launch do not outlast
+  // --ssh-connect-timeout on a busy machine (256 at once did, issue 14). Open MPI's rsh launcher: 128.
+  int connect_concurrency = 64;
+  std::string agent_path;            // --agent-path: hvrun-agent's path on every remote host
+  std::string rsh_agent;             // --rsh-agent CMD: start remote agents as `CMD HOST AGENT`, not over SSH
+  AgentLauncher launcher = AgentLauncher::kSsh;  // --launcher, with auto decided (launcher_choice.hpp)
+  // --network-interface: one value per occurrence, as typed (comma lists unsplit: a leading '^' or '='
+  // marks a whole list); syntax checked by NicFilter::parse, which turns them into the filter.
+  std::vector<std::string> network_interfaces;
+  std::chrono::milliseconds start_timeout{30'000};
+  std::chrono::milliseconds kill_grace{3'000};
+  std::chrono::milliseconds heartbeat_timeout{20'000};  // --heartbeat-timeout
+  // -x VAR (nullopt: pass the launcher's value) or VAR=VALUE (VALUE may be empty or hold '=')
+  std::vector<std::pair<std::string, std::optional<std::string>>> env;
+  std::string output_filename;       // --output-filename DIR
+  bool prefix_timestamp = false;
+  bool verbose = false;
+  // --hvrun-log-level: hvrun's own messages: trace, debug, info, warn, error, off (--verbose: info).
+  // (--log-level is horovodrun's: HOROVOD_LOG_LEVEL for the ranks, in horovod_env.)
+  std::string log_level = "warn";
+  bool dry_run = false;
+  bool check_only = false;
+  bool json = false;                 // --json: --check-only prints JSON
+  bool matrix = false;               // --matrix: --check-only draws who reaches whom
+  std::string report_file;           // --report FILE: --check-only also writes an HTML page there
+  std::chrono::milliseconds probe_timeout{1'000};  // --probe-timeout: bounds one probe
+  // --probe-peers K: how many peers probe each host's NICs (0: all pairs); unset: probe_peer_count's
+  // default (all pairs under --check-only, kDefaultProbePeers for a launch; launcher/nic/probe_peers.hpp).
+  std::optional<int> probe_peers;
+  std::vector<std::string> command;  // argv of each rank
+  // horovodrun's tuning flags and --config-file as the HOROVOD_* variables it sets (horovodrun_flags.hpp);
+  // the ranks get them over hvrun's environment, under -x.
+  std::vector<std::pair<std::string, std::string>> horovod_env;
+  bool mpi = false;                  // --mpi (or the config file's controller: mpi): run Open MPI's mpirun
+  std::string mpi_args;              // --mpi-args: shell words for mpirun
+  std::string binding_args;          // --binding-args: shell words replacing "--bind-to none --map-by slot"
+};
+
+// What the command line asks for besides a launch.
+enum class CliAction { kLaunch, kExit };
+
+struct CliResult {
+  CliAction action = CliAction::kLaunch;
+  int exit_code = 0;  // with kExit: 0 for --help/--version
+  LaunchOptions options;
+};
+
+// Parses argv with CLI11. --help and --version print to stdout and return kExit with code 0.
+// Options end at the first positional (the command) or at `--`; what follows is the command, verbatim.
+// `-np N` and `-np=N` are accepted as `--num-proc`. A command is required unless --check-only.
+// Every malformed value, unknown option or missing command throws UsageError with one line naming
+// the flag and the value; -H/--hostfile contents are parsed here too (see host_list.hpp).
+CliResult parse_command_line(int argc, const char* const* argv);
+
+}  // namespace hvrun

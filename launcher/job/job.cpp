@@ -1,0 +1,484 @@
+#include "launcher/job/job.hpp"
+
+#include <signal.h>
+
+#include <utility>  // before Asio: docs/DESIGN.md §8
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <iostream>
+#include <algorithm>
+#include <functional>
+#include <optional>
+#include <spdlog/spdlog.h>
+
+#include "agent/rank_process.hpp"
+#include "agent/wire/control_message.hpp"
+#include "agent/wire/duration_text.hpp"
+#include "agent/wire/error.hpp"
+#include "agent/wire/job_secret.hpp"
+#include "launcher/base/shell_quote.hpp"
+#include "launcher/check/check_run.hpp"
+#include "launcher/cli/rank_plan.hpp"
+#include "launcher/job/launch_timings.hpp"
+#include "launcher/job/nic_discovery.hpp"
+#include "launcher/job/rank_exits.hpp"
+#include "launcher/job/rank_launch.hpp"
+#include "launcher/job/teardown.hpp"
+#include "launcher/output/output_mux.hpp"
+#include "launcher/ranks/dry_run.hpp"
+#include "launcher/ranks/env_policy.hpp"
+#include "launcher/ranks/horovod_rendezvous_plan.hpp"
+#include "launcher/ranks/mpirun_process.hpp"
+#include "launcher/ranks/user_env.hpp"
+#include "launcher/start/agent_links.hpp"
+#include "launcher/start/agent_startup.hpp"
+#include "launcher/start/connect_progress.hpp"
+#include "launcher/start/job_host.hpp"
+
+namespace hvrun {
+
+namespace asio = boost::asio;
+using std::chrono::milliseconds;
+
+namespace {
+
+constexpr milliseconds kResolveTimeout{5000};
+// After SIGKILL, how long agents get to report their ranks' exits before hvrun stops waiting.
+constexpr milliseconds kAfterKillSlack{1000};
+constexpr milliseconds kShutdownTimeout{2000};
+// How long a rank failure report waits for the rank output before it to be written.
+constexpr milliseconds kReportDrainTimeout{500};
+
+}  // namespace
+
+struct Job::Impl {
+  using Host = JobHost;
+  using Phase = Teardown::Phase;
+
+  explicit Impl(LaunchOptions o)
+      : options(std::move(o)),
+        plan(options.hosts, options.np, options.no_oversubscribe),
+        signals(io, SIGINT, SIGTERM),
+        deadline(io),
+        secret(JobSecret::generate()),
+        teardown(options.kill_grace) {}
+
+  LaunchOptions options;
+  RankPlan plan;
+  asio::io_context io;
+  asio::signal_set signals;
+  asio::steady_timer deadline;
+  JobSecret secret;
+  std::vector<Host> hosts;
+  RankExits exits;
+  std::unique_ptr<AgentLinks> links;  // one per host, from start_agents() on
+  std::unique_ptr<OutputMux> output;
+  std::unique_ptr<NicDiscovery> nics;  // from run() on
+  using Clock = LaunchTimings::Clock;
+  LaunchTimings timings;  // when each phase ended, for --verbose (log_timings)
+  Teardown teardown;
+  std::string horovod_rendezvous_addr;  // empty when not served
+  int horovod_rendezvous_port = 0;
+  std::optional<std::vector<std::string>> mpirun;  // --mpi: the command line, once the NICs are chosen
+  std::unique_ptr<AgentStartup> startup;  // last: its Connector goes first, so no late result reaches the job
+
+  int run() {
+    if (plan.oversubscribed() && !options.oversubscribe)
+      spdlog::warn("hvrun: -np {} exceeds the {} slots of the host list; hosts run more ranks than slots "
+                   "(use --no-oversubscribe to make this an error)",
+                   plan.size(), plan.total_slots());
+    if (options.dry_run && !options.mpi) {
+      print_dry_run(std::cout, plan, options, launcher_environment());
+      return kExitOk;
+    }
+    nics = std::make_unique<NicDiscovery>(
+        io, options, hosts, NicFilter::parse(options.network_interfaces),
+        NicDiscovery::Hooks{
+            .probing = [this] { return teardown.phase() == Phase::kProbing; },
+            .arm_deadline = [this](milliseconds after, std::function<void()> f) { arm_deadline(after, std::move(f)); },
+            .cancel_deadline = [this] { deadline.cancel(); },
+            .send = [this](std::size_t i, const ProbeRequestMsg& m) { links->send(i, m); },
+            .decided = [this] { on_decided(); }});
+    output = std::make_unique<OutputMux>(
+        plan.size(), OutputOptions{options.output_filename, options.prefix_timestamp, 1, 2, 10},
+        [this] { asio::post(io, [this] {
+          if (links) links->acknowledge_all();
+        }); });
+    start_agents();
+    signals.async_wait([this](auto ec, int sig) { on_signal(ec, sig); });
+    arm_deadline(options.start_timeout, [this] { on_start_timeout(); });
+    run_loop();
+    signals.cancel();
+    for (auto& h : hosts)
+      if (h.local) h.local->reap(kShutdownTimeout);
+    log_timings();
+    if (!mpirun || teardown.exit_code() != kExitOk) return teardown.exit_code();
+    if (options.dry_run) {
+      std::cout << shell_line(*mpirun) << std::endl;
+      return kExitOk;
+    }
+    return run_mpirun(*mpirun);
+  }
+
+  // Runs the event loop to its end. An exception out of a handler (a timer's, a signal's) does not end
+  // the job past its teardown: it fails the job in one line and the loop goes on to shut down; a
+  // teardown that throws again is cut short (agents see their channels close and kill their ranks).
+  void run_loop() {
+    for (int failures = 0;;) {
+      try {
+        io.run();
+        return;
+      } catch (const std::exception& e) {
+        const std::string line = user_message(e, teardown.activity());
+        if (teardown.failure_reported() || teardown.tearing_down()) spdlog::error("hvrun: {}", line);
+        if (teardown.exit_code() == kExitOk) teardown.set_exit_code(kExitLaunchFailed);
+        if (++failures > 2) return;
+        if (teardown.tearing_down()) {
+          if (teardown.phase() != Phase::kDone) finish();
+        } else {
+          fail_job(line);
+        }
+      }
+    }
+  }
+
+  // ---- start-up ----------------------------------------------------------------------------------
+
+  void start_agents() {
+    hosts = job_hosts(plan, kResolveTimeout);
+    exits = RankExits(plan.size());
+    std::vector<std::string> names;
+    for (std::size_t i = 0; i < hosts.size(); ++i) {
+      const HostPlan& hp = plan.hosts()[hosts[i].plan_index];
+      exits.assign(i, hp.first_rank, hp.local_size);
+      names.push_back(hosts[i].name);
+    }
+    links = std::make_unique<AgentLinks>(
+        io, names, options.heartbeat_timeout,
+        AgentLinks::Events{.on_frame = [this](std::size_t i, Frame&& f) { on_frame(i, std::move(f)); },
+                           .on_closed = [this](std::size_t i, const std::string& e) { on_agent_closed(i, e); }});
+    startup = std::make_unique<AgentStartup>(
+        io, options, plan, hosts, timings.start,
+        AgentStartup::Hooks{.starting = [this] { return teardown.phase() == Phase::kStarting; },
+                            .attach = [this](std::size_t i, UniqueFd fd) { attach(i, std::move(fd)); },
+                            // --start-timeout counts from the last host's turn to connect.
+                            .turn = [this](std::size_t) { arm_deadline(options.start_timeout, [this] { on_start_timeout(); }); },
+                            .failed =
+                                [this](std::size_t i) {
+                                  links->mark_closed(i);
+                                  exits.mark_host_exited(i);
+                                },
+                            .connected = [this] { on_connected(); }});
+    startup->start();
+    links->start_heartbeats();
+  }
+
+  // Every agent start has ended.
+  void on_connected() {
+    timings.connected = Clock::now();
+    if (options.check_only) return maybe_probe();
+    if (const auto failures = connect_failures(hosts)) fail_job(*failures);
+  }
+
+  // Starts the conversation with the agent of hosts[i] over `fd`.
+  void attach(std::size_t i, UniqueFd fd) {
+    std::vector<std::string> names;
+    for (const Host& other : hosts) names.push_back(other.name);
+    const bool serves_store = exits.size() > 0 && exits.host_of(0) == i;
+    links->attach(i, std::move(fd),
+                  JobMsg{secret.hex(), static_cast<int>(options.heartbeat_timeout.count()), static_cast<int>(i), names,
+                         serves_store});
+  }
+
+  // Probing starts when every host has either said hello or (under --check-only, which reports them)
+  // failed to connect.
+  void maybe_probe() {
+    if (teardown.phase() != Phase::kStarting || !startup->all_up()) return;
+    startup->clear_status();
+    timings.agents_up = Clock::now();
+    if (const auto twin = startup->same_host()) {
+      teardown.record_failure(kExitUsage);
+      spdlog::error("hvrun: error: {}", *twin);
+      return shut_down();
+    }
+    probe();
+  }
+
+  // ---- NIC discovery -----------------------------------------------------------------------------
+
+  // Each host's candidate addresses are probed by its probers (probe_peers.hpp: a bounded set for a
+  // launch, every other host for --check-only), all at once; then each host gets the NIC they all reached.
+  void probe() {
+    teardown.advance(Phase::kProbing);
+    try {
+      nics->start();
+    } catch (const UsageError& e) {
+      teardown.record_failure(kExitUsage);
+      spdlog::error("hvrun: error: {}", e.what());
+      return shut_down();
+    }
+  }
+
+  void handle(std::size_t i, ProbeResultMsg m) {
+    if (teardown.phase() == Phase::kProbing) nics->add(i, m, links->peer(i));
+  }
+
+  void on_decided() {
+    timings.decided = nics->decided_at();
+    if (options.check_only) return report_check();
+    if (!nics->all_chosen()) {
+      teardown.record_failure(kExitLaunchFailed);
+      spdlog::error("hvrun: {}", unusable_text(nic_report(), options.probe_timeout, nics->round()->attempts()));
+      return shut_down();
+    }
+    // --mpi: mpirun's processes need no Gloo rendezvous.
+    if (options.mpi) return prepare_mpirun();
+    serve_horovod_rendezvous();
+  }
+
+  // Horovod's client gives up after three refused tries, so its rendezvous must listen before any rank
+  // starts: rank 0's agent starts it on its chosen NIC, and the launch waits for the port.
+  void serve_horovod_rendezvous() {
+    const std::size_t r0 = exits.host_of(0);
+    const NicChoice c = *nics->choice_of(r0);
+    std::vector<std::vector<InterfaceInfo>> job_interfaces;
+    for (const Host& h : hosts) job_interfaces.push_back(h.hello->interfaces);
+    const auto p = plan_horovod_rendezvous(c.iface, c.address, hosts[r0].hello->interfaces, job_interfaces);
+    if (!p) {
+      spdlog::warn("hvrun: {}'s NIC {} has no IPv4 address, and Horovod's Gloo rendezvous client speaks IPv4 only: "
+                   "it is not served, so Horovod programs cannot start; choose a NIC with IPv4 "
+                   "(--network-interface)", hosts[r0].name, c.iface);
+      return launch();
+    }
+    horovod_rendezvous_addr = p->address;
+    teardown.advance(Phase::kRendezvous);
+    links->send(r0, HorovodRendezvousMsg{p->address, p->allowed_peers});
+    arm_deadline(options.start_timeout, [this, r0] {
+      fail_job("the agent on " + hosts[r0].name + " did not start Horovod's rendezvous within " +
+               seconds_text(options.start_timeout) + "; raise --start-timeout or check that host");
+    });
+  }
+
+  // --mpi: the agents' work ends with the choice; mpirun runs once they are gone (run()).
+  void prepare_mpirun() {
+    const MpirunInput in = mpirun_input_for(hosts, plan, *nics->round(), options);
+    try {
+      mpirun = mpirun_argv(in);
+      spdlog::info("hvrun: --mpi: {}", shell_line(*mpirun));
+    } catch (const Error& e) {
+      teardown.record_failure(kExitLaunchFailed);
+      spdlog::error("hvrun: {}", e.what());
+    }
+    shut_down();
+  }
+
+  // The --check-only report of the probe round as it stands.
+  CheckReport nic_report() const { return check_report_of(hosts, nics->round(), nics->report_base()); }
+
+  void report_check() {
+    teardown.set_exit_code(print_check_report(nic_report(), options));
+    teardown.mark_reported();
+    shut_down();
+  }
+
+  void launch() {
+    const JobServices services{exits.host_of(0), secret.store_token(), horovod_rendezvous_addr,
+                               horovod_rendezvous_port};
+    const JobNetwork net = job_network(hosts, plan, *nics->round(), services);
+    const EnvPolicy env(launcher_environment(), options);
+    warn_about_user_environment(env, *nics->round());
+    const std::string cwd = current_directory();
+    for (std::size_t i = 0; i < hosts.size(); ++i)
+      links->send(i, launch_message(hosts[i], plan, net, env, options, cwd));
+    teardown.advance(Phase::kRunning);
+    deadline.cancel();
+    spdlog::info("hvrun: started {} ranks on {} hosts", plan.size(), hosts.size());
+  }
+
+  void on_start_timeout() {
+    fail_job("agents did not start within " + seconds_text(options.start_timeout) + " on: " + agents_missing(hosts) +
+             "; raise --start-timeout or check those hosts");
+  }
+
+  // ---- events ------------------------------------------------------------------------------------
+
+  void on_frame(std::size_t i, Frame&& f) {
+    try {
+      if (f.type == FrameType::kOutput) {
+        OutputChunk c = decode_output(f.payload, links->peer(i));
+        check_rank_of(i, c.rank);
+        if (timings.first_output == Clock::time_point{}) timings.first_output = Clock::now();
+        output->write(c.rank, c.stream, c.bytes);
+        links->took_output(i, c.bytes.size(), output->congested());
+        return;
+      }
+      std::visit([&](auto&& m) { handle(i, std::move(m)); }, decode_control(f.payload, links->peer(i)));
+    } catch (const ProtocolError& e) {
+      links->close_channel(i);
+      on_agent_closed(i, e.what());
+    } catch (const std::exception& e) {
+      // Anything else (a rank environment hvrun cannot encode, a failed system call) ends the job
+      // through the orderly teardown, never past it.
+      fail_job(user_message(e, "handling a message from the agent on " + hosts[i].name));
+    }
+  }
+
+  void check_rank_of(std::size_t i, int rank) const {
+    if (!exits.runs_on(rank, i))
+      throw ProtocolError(links->peer(i) + ": message about rank " + std::to_string(rank) +
+                          ", which is not on that host");
+  }
+
+  void handle(std::size_t i, HelloMsg m) {
+    startup->hello(i, std::move(m), links->peer(i));
+    maybe_probe();
+  }
+
+  void handle(std::size_t i, ReadyMsg m) {
+    Host& h = hosts[i];
+    if (h.ready || !h.hello) throw ProtocolError(links->peer(i) + ": ready out of turn");
+    h.ready = m;
+    maybe_probe();
+  }
+  void handle(std::size_t, HeartbeatMsg) {}
+
+  void handle(std::size_t i, HorovodRendezvousReadyMsg m) {
+    if (teardown.tearing_down()) return;  // the job failed meanwhile
+    if (teardown.phase() != Phase::kRendezvous || i != exits.host_of(0))
+      throw ProtocolError(links->peer(i) + ": Horovod rendezvous ready out of turn");
+    spdlog::info("hvrun: Horovod's Gloo rendezvous is at {}:{} on {}", horovod_rendezvous_addr, m.port, hosts[i].name);
+    horovod_rendezvous_port = m.port;
+    launch();
+  }
+
+  void handle(std::size_t i, StartedMsg m) {
+    check_rank_of(i, m.rank);
+    spdlog::debug("hvrun: rank {} on {} is pid {}", m.rank, hosts[i].name, m.pid);
+  }
+
+  void handle(std::size_t i, ExitedMsg m) {
+    check_rank_of(i, m.rank);
+    if (!exits.record(m.rank))
+      throw ProtocolError(links->peer(i) + ": rank " + std::to_string(m.rank) + " exited twice");
+    output->flush(m.rank);
+    if (exit_failed(m) && teardown.phase() == Phase::kRunning) report_rank_failure(i, m);
+    if (exits.all_exited()) {
+      timings.ranks_done = Clock::now();
+      shut_down();
+    }
+  }
+
+  // An agent that reports a fatal error started none of its ranks (it refuses the launch before the
+  // first spawn), so none will report an exit: count them as ended, or stopping the other hosts' ranks
+  // would wait out its deadline for confirmations that never come.
+  void handle(std::size_t i, FatalMsg m) {
+    fail_job(hosts[i].name + ": " + m.error);
+    exits.mark_host_exited(i);
+    if (exits.all_exited()) shut_down();
+  }
+
+  template <typename M>
+  void handle(std::size_t i, M&&) {
+    throw ProtocolError(links->peer(i) + ": unexpected control message");
+  }
+
+  void report_rank_failure(std::size_t i, const ExitedMsg& m) {
+    teardown.record_failure(failed_rank_exit_code(m));
+    // The rank's own output comes first; a reader that does not take it soon does not hold the report.
+    output->drain(kReportDrainTimeout);
+    spdlog::error("{}", rank_failure_report(m, hosts[i].name, output->last_stderr(m.rank), exits.running()));
+    stop_ranks(options.kill_grace);
+  }
+
+  void on_agent_closed(std::size_t i, const std::string& error) {
+    Host& h = hosts[i];
+    if (links->closed(i)) return;
+    links->mark_closed(i);
+    exits.mark_host_exited(i);
+    if (teardown.tearing_down()) {
+      maybe_done();
+      return;
+    }
+    fail_job("lost the agent on " + h.name + ": " + agent_loss_reason(h, error));
+    if (exits.all_exited()) shut_down();
+  }
+
+  // ---- teardown (the decisions: teardown.hpp) ------------------------------------------------------
+
+  void fail_job(const std::string& why) { carry_out(teardown.fail(), "hvrun: " + why); }
+
+  void on_signal(const boost::system::error_code& ec, int sig) {
+    if (ec) return;
+    const Teardown::Decision d = teardown.on_signal(sig);
+    if (d.action == Teardown::Action::kDropOutput) {
+      spdlog::warn("hvrun: received {} while rank output was still being written; the rest is dropped",
+                   signal_name(sig));
+      io.stop();
+      return;
+    }
+    carry_out(d, "hvrun: received " + signal_name(sig) + "; stopping all ranks");
+    signals.async_wait([this](auto e, int s) { on_signal(e, s); });
+  }
+
+  // `line`: the failure's report, printed when it is the first.
+  void carry_out(const Teardown::Decision& d, const std::string& line) {
+    if (d.report) {
+      startup->clear_status();
+      spdlog::error("{}", line);
+    }
+    if (d.action == Teardown::Action::kShutDown) shut_down();
+    if (d.action == Teardown::Action::kStopRanks) stop_ranks(d.grace);
+  }
+
+  void stop_ranks(milliseconds grace) {
+    if (!teardown.stop_ranks()) return;
+    links->send_all(TerminateMsg{static_cast<int>(grace.count())});
+    arm_deadline(grace + kAfterKillSlack, [this] {
+      spdlog::warn("hvrun: some agents did not confirm that their ranks ended; closing their channels");
+      shut_down();
+    });
+  }
+
+  void shut_down() {
+    if (!teardown.shut_down()) return;
+    links->send_all(ShutdownMsg{});
+    // A host still connecting is abandoned: its agent, if it comes, is dropped on arrival.
+    links->abandon_unattached();
+    arm_deadline(kShutdownTimeout, [this] { finish(); });
+    maybe_done();
+  }
+
+  void maybe_done() {
+    if (links->all_closed()) finish();
+  }
+
+  void finish() {
+    teardown.finish();
+    links->close_all();
+    startup->stop();
+    deadline.cancel();
+    // Everything the ranks printed is written before hvrun exits, however slowly stdout is read; a
+    // signal meanwhile (on_signal) gives up on it.
+    output->notify_when_empty([this] { asio::post(io, [this] { io.stop(); }); });
+  }
+
+  void arm_deadline(milliseconds after, std::function<void()> on_expiry) {
+    deadline.expires_after(after);
+    deadline.async_wait([on_expiry = std::move(on_expiry)](auto ec) {
+      if (!ec) on_expiry();
+    });
+  }
+
+  void log_timings() const {
+    const bool any_remote = std::any_of(hosts.begin(), hosts.end(), [](const Host& h) { return !h.is_local; });
+    spdlog::info("{}", timings_text(timings, any_remote, nics->round() ? nics->round()->probes_sent() : 0, Clock::now()));
+  }
+};
+
+Job::Job(LaunchOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+Job::~Job() = default;
+int Job::run() { return impl_->run(); }
+
+}  // namespace hvrun

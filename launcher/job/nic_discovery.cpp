@@ -1,0 +1,121 @@
+#include "launcher/job/nic_discovery.hpp"
+
+#include <boost/asio/post.hpp>
+#include <algorithm>
+#include <spdlog/spdlog.h>
+
+#include "agent/wire/duration_text.hpp"
+#include "launcher/job/probe_messages.hpp"
+#include "launcher/nic/probe_peers.hpp"
+#include "launcher/nic/probe_retry.hpp"
+
+namespace hvrun {
+
+namespace asio = boost::asio;
+using std::chrono::milliseconds;
+
+namespace {
+
+// Probes end by themselves within their timeout; the slack covers agents that are slow to say so.
+constexpr milliseconds kProbeSlack{2000};
+
+}  // namespace
+
+struct NicDiscovery::Impl {
+  Impl(asio::io_context& i, const LaunchOptions& o, const std::vector<JobHost>& h, NicFilter f, Hooks k)
+      : io(i), options(o), hosts(h), filter(std::move(f)), hooks(std::move(k)) {}
+
+  asio::io_context& io;
+  const LaunchOptions& options;
+  const std::vector<JobHost>& hosts;
+  NicFilter filter;
+  Hooks hooks;
+  bool single_host = false;
+  std::optional<ProbeRound> round;  // from start() on
+  bool evaluation_pending = false;
+  Clock::time_point started;
+  Clock::time_point decided_at;
+  milliseconds probe_ms{0};
+
+  void start() {
+    ProbeMembers members = probe_members(hosts);
+    // Every host in the list is this machine (`-H localhost:2,127.0.0.1:2`): loopback is the NIC.
+    single_host = std::all_of(hosts.begin(), hosts.end(), [](const JobHost& h) { return h.is_local; });
+    const std::size_t peers = probe_peer_count(options.probe_peers, options.check_only);
+    round.emplace(std::move(members.hosts), std::move(members.inventories), filter, single_host, peers,
+                  !options.check_only);
+    started = Clock::now();
+    spdlog::info("hvrun: probing {} addresses of {} hosts ({})", round->planned().size(), hosts.size(),
+                 probe_scope(peers, round->members().size()));
+    send_probes(round->planned(), options.probe_timeout);
+    if (round->planned().empty()) decide();
+  }
+
+  // Sends each prober its share of `probes`, in the order given.
+  void send_probes(const std::vector<ProbeRound::Probe>& probes, milliseconds timeout) {
+    const auto requests = probe_requests(*round, probes, hosts, timeout);
+    for (std::size_t m = 0; m < requests.size(); ++m)
+      if (!requests[m].targets.empty()) hooks.send(round->members()[m], requests[m]);
+    hooks.arm_deadline(timeout + kProbeSlack, [this] { decide(); });
+  }
+
+  void add(std::size_t from, const ProbeResultMsg& m, const std::string& peer) {
+    if (round->add(probe_result(*round, hosts, from, m, peer))) return decide();
+    if (!options.check_only && !evaluation_pending) {
+      // Results come in bursts; judge once per burst.
+      evaluation_pending = true;
+      asio::post(io, [this] {
+        evaluation_pending = false;
+        if (hooks.probing() && round->decision_is_final()) decide();
+      });
+    }
+  }
+
+  void decide() {
+    if (!hooks.probing()) return;
+    hooks.cancel_deadline();
+    round->decide();
+    // A probe is not a verdict: probes that timed out towards a host without a usable NIC go again
+    // (probe_retry.hpp), each attempt with a longer timeout.
+    if (const auto again = round->retry(); !again.empty()) {
+      const milliseconds timeout = attempt_timeout(options.probe_timeout, round->attempts());
+      spdlog::info("hvrun: probing {} addresses again (attempt {} of {}, timeout {})", again.size(),
+                   round->attempts(), kMaxProbeAttempts, seconds_text(timeout));
+      return send_probes(again, timeout);
+    }
+    decided_at = Clock::now();
+    probe_ms = std::chrono::duration_cast<milliseconds>(decided_at - started);
+    for (std::size_t i = 0; i < hosts.size(); ++i)
+      if (auto c = round->choice_of(i)) spdlog::info("hvrun: {} uses {} {} ({})", hosts[i].name, c->iface, c->address, c->why);
+    hooks.decided();
+  }
+};
+
+NicDiscovery::NicDiscovery(asio::io_context& io, const LaunchOptions& options, const std::vector<JobHost>& hosts,
+                           NicFilter filter, Hooks hooks)
+    : impl_(std::make_unique<Impl>(io, options, hosts, std::move(filter), std::move(hooks))) {}
+NicDiscovery::~NicDiscovery() = default;
+
+void NicDiscovery::start() { impl_->start(); }
+void NicDiscovery::add(std::size_t from, const ProbeResultMsg& m, const std::string& peer) { impl_->add(from, m, peer); }
+void NicDiscovery::decide() { impl_->decide(); }
+
+const ProbeRound* NicDiscovery::round() const { return impl_->round ? &*impl_->round : nullptr; }
+
+std::optional<NicChoice> NicDiscovery::choice_of(std::size_t i) const {
+  return impl_->round ? impl_->round->choice_of(i) : std::nullopt;
+}
+
+bool NicDiscovery::all_chosen() const {
+  for (std::size_t i = 0; i < impl_->hosts.size(); ++i)
+    if (!choice_of(i)) return false;
+  return true;
+}
+
+NicDiscovery::Clock::time_point NicDiscovery::decided_at() const { return impl_->decided_at; }
+
+CheckInput NicDiscovery::report_base() const {
+  return CheckInput{{}, impl_->probe_ms, impl_->filter, impl_->single_host};
+}
+
+}  // namespace hvrun

@@ -1,0 +1,43 @@
+#pragma once
+// What the ranks are started with once every host has its NIC: the job's network for the rank
+// contract and each host's LaunchMsg (the agents start the ranks), or mpirun's input (--mpi).
+#include <string>
+#include <vector>
+
+#include "agent/wire/control_message.hpp"
+#include "launcher/cli/launch_options.hpp"
+#include "launcher/cli/rank_plan.hpp"
+#include "launcher/nic/probe_round.hpp"
+#include "launcher/ranks/env_policy.hpp"
+#include "launcher/ranks/mpirun_command.hpp"
+#include "launcher/ranks/rank_env.hpp"
+#include "launcher/start/job_host.hpp"
+
+namespace hvrun {
+
+// Where the job's shared services are: rank 0's host (`rank0_host`, the job's index), the store's
+// token, and Horovod's rendezvous (an empty address when not served).
+struct JobServices {
+  std::size_t rank0_host = 0;
+  std::string store_token;
+  std::string horovod_rendezvous_addr;
+  int horovod_rendezvous_port = 0;
+};
+
+// Each host's rank contract carries its own host's chosen NIC. Every host has an agent and a NIC.
+JobNetwork job_network(const std::vector<JobHost>& hosts, const RankPlan& plan, const ProbeRound& round,
+                       const JobServices& services);
+// The LaunchMsg for `host`: its ranks, each with the rank contract under the user's -x (which wins,
+// README "The rank environment"), in `cwd`.
+LaunchMsg launch_message(const JobHost& host, const RankPlan& plan, const JobNetwork& net, const EnvPolicy& env,
+                         const LaunchOptions& options, const std::string& cwd);
+// The launch's warnings about the user's environment: each -x name hvrun's environment lacks, and -x
+// settings that contradict the chosen NICs (user_env.hpp).
+void warn_about_user_environment(const EnvPolicy& env, const ProbeRound& round);
+// hvrun's working directory, where the ranks start.
+std::string current_directory();
+// --mpi: mpirun's input for the chosen NICs, in the job's host order.
+MpirunInput mpirun_input_for(const std::vector<JobHost>& hosts, const RankPlan& plan, const ProbeRound& round,
+                             const LaunchOptions& options);
+
+}  // namespace hvrun

@@ -1,0 +1,91 @@
+#include "launcher/output/output_mux.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <ctime>
+
+#include "agent/wire/error.hpp"
+#include "launcher/base/write_fully.hpp"
+
+namespace hvrun {
+
+namespace {
+
+constexpr std::size_t kTailLineMax = 512;
+
+std::string iso_timestamp() {
+  const auto now = std::chrono::system_clock::now();
+  const auto t = std::chrono::system_clock::to_time_t(now);
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  std::tm tm{};
+  ::gmtime_r(&t, &tm);
+  char buf[40];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+  char out[48];
+  std::snprintf(out, sizeof out, "%s.%03dZ", buf, static_cast<int>(ms));
+  return out;
+}
+
+void make_dir(const std::string& path) {
+  if (::mkdir(path.c_str(), 0750) != 0 && errno != EEXIST)
+    throw UsageError("--output-filename: cannot create directory '" + path + "': " + std::strerror(errno));
+}
+
+UniqueFd open_output(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640));
+  if (!fd) throw UsageError("--output-filename: cannot create '" + path + "': " + std::strerror(errno));
+  return fd;
+}
+
+}  // namespace
+
+OutputMux::OutputMux(int size, OutputOptions options, std::function<void()> on_relieved)
+    : options_(std::move(options)), ranks_(size), writer_(std::move(on_relieved)) {
+  if (options_.directory.empty()) return;
+  make_dir(options_.directory);
+  for (int r = 0; r < size; ++r) {
+    const std::string dir = options_.directory + "/rank." + std::to_string(r);
+    make_dir(dir);
+    ranks_[r].out_file = open_output(dir + "/stdout");
+    ranks_[r].err_file = open_output(dir + "/stderr");
+  }
+}
+
+void OutputMux::write(int rank, OutputStream stream, std::string_view bytes) {
+  RankOutput& r = ranks_.at(rank);
+  const bool is_out = stream == OutputStream::kStdout;
+  if (const UniqueFd& file = is_out ? r.out_file : r.err_file; file) writer_.write(file.get(), std::string(bytes));
+  (is_out ? r.out : r.err).feed(bytes, [&](std::string_view line) { emit(rank, stream, line); });
+}
+
+void OutputMux::flush(int rank) {
+  RankOutput& r = ranks_.at(rank);
+  r.out.flush([&](std::string_view line) { emit(rank, OutputStream::kStdout, line); });
+  r.err.flush([&](std::string_view line) { emit(rank, OutputStream::kStderr, line); });
+}
+
+void OutputMux::emit(int rank, OutputStream stream, std::string_view line) {
+  const bool is_out = stream == OutputStream::kStdout;
+  if (!is_out) {
+    auto& tail = ranks_[rank].tail;
+    tail.emplace_back(line.substr(0, kTailLineMax));
+    while (tail.size() > options_.keep_stderr_lines) tail.pop_front();
+  }
+  std::string text;
+  text.reserve(line.size() + 40);
+  if (options_.timestamp) text += iso_timestamp();
+  text += '[';
+  text += std::to_string(rank);
+  text += is_out ? "]<stdout>:" : "]<stderr>:";
+  text += line;
+  text += '\n';
+  writer_.write(is_out ? options_.stdout_fd : options_.stderr_fd, std::move(text));
+}
+
+}  // namespace hvrun

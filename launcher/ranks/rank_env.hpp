@@ -1,0 +1,36 @@
+#pragma once
+// The rank contract: the environment every rank gets on top of the launcher's (see README).
+#include <map>
+#include <string>
+#include <vector>
+
+#include "launcher/cli/rank_plan.hpp"
+
+namespace hvrun {
+
+// What the launcher learned about a host's network by the time ranks start.
+struct HostNetwork {
+  std::string hostname;   // the host's own name (gethostname on that host)
+  std::string iface;      // selected NIC ("lo" on a single host)
+  std::string address;    // its address
+};
+
+struct JobNetwork {
+  std::vector<HostNetwork> hosts;  // parallel to RankPlan::hosts()
+  std::string master_addr;         // rank 0's host's selected address
+  int master_port = 0;             // a port free on rank 0's host
+  std::string store_addr;          // rendezvous store (empty until it exists)
+  int store_port = 0;
+  std::string store_token;
+  std::string horovod_rendezvous_addr;  // Horovod's Gloo rendezvous (empty until it exists)
+  int horovod_rendezvous_port = 0;
+};
+
+// The contract variables for one rank: HVRUN_*, HOROVOD_*, NCCL/GLOO_SOCKET_IFNAME, torch's env://,
+// and what horovodrun's Gloo mode gives besides (HOROVOD_CONTROLLER/CPU_OPERATIONS=gloo,
+// PYTHONUNBUFFERED=1). HVRUN_STORE_ADDR/PORT/TOKEN appear only once net.store_addr is set,
+// HOROVOD_GLOO_RENDEZVOUS_ADDR/PORT once net.horovod_rendezvous_addr is. GROUP_RANK is rank.node_rank.
+// Throws Error when net.hosts has no entry for rank.host_index.
+std::map<std::string, std::string> rank_environment(const RankInfo& rank, const JobNetwork& net);
+
+}  // namespace hvrun

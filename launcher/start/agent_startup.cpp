@@ -1,0 +1,155 @@
+#include "launcher/start/agent_startup.hpp"
+
+#include <boost/asio/steady_timer.hpp>
+#include <algorithm>
+#include <spdlog/spdlog.h>
+
+#include "agent/wire/error.hpp"
+#include "hvrun/version.hpp"
+#include "launcher/output/status_line.hpp"
+#include "launcher/start/connect_progress.hpp"
+#include "launcher/start/connector.hpp"
+#include "launcher/start/host_locality.hpp"
+#include "launcher/start/same_host.hpp"
+
+namespace hvrun {
+
+namespace asio = boost::asio;
+using std::chrono::milliseconds;
+
+std::vector<JobHost> job_hosts(const RankPlan& plan, milliseconds resolve_timeout) {
+  std::vector<std::string> names;
+  for (const auto& hp : plan.hosts()) names.push_back(hp.host);
+  const auto local = find_local_hosts(names, resolve_timeout);
+  std::vector<JobHost> hosts;
+  for (std::size_t i = 0; i < plan.hosts().size(); ++i) {
+    const HostPlan& hp = plan.hosts()[i];
+    if (hp.local_size == 0) continue;
+    JobHost h;
+    h.plan_index = i;
+    h.name = hp.host;
+    h.is_local = local[i];
+    hosts.push_back(std::move(h));
+  }
+  return hosts;
+}
+
+struct AgentStartup::Impl {
+  Impl(asio::io_context& i, const LaunchOptions& o, const RankPlan& p, std::vector<JobHost>& h,
+       std::chrono::steady_clock::time_point s, Hooks k)
+      : io(i), options(o), plan(p), hosts(h), started(s), hooks(std::move(k)), progress_timer(io) {}
+
+  asio::io_context& io;
+  const LaunchOptions& options;
+  const RankPlan& plan;
+  std::vector<JobHost>& hosts;
+  std::chrono::steady_clock::time_point started;
+  Hooks hooks;
+  std::unique_ptr<StatusLine> status;  // only when some host is remote
+  asio::steady_timer progress_timer;
+  std::unique_ptr<Connector> connector;  // last: destroyed first, so no late result reaches the job
+
+  void start() {
+    const bool any_remote = std::any_of(hosts.begin(), hosts.end(), [](const JobHost& h) { return !h.is_local; });
+    if (any_remote) status = std::make_unique<StatusLine>(2);
+    const std::string agent_path = default_agent_path();
+    connector = std::make_unique<Connector>(
+        io, Connector::host_agent_starter(options, agent_path),
+        [this](std::size_t i, std::shared_ptr<HostAgent> agent, const std::string& error) {
+          on_connected(i, std::move(agent), error);
+        },
+        static_cast<std::size_t>(options.connect_concurrency), [this](std::size_t i) {
+          if (hooks.turn && hooks.starting()) hooks.turn(i);
+        });
+    for (std::size_t i = 0; i < hosts.size(); ++i) {
+      JobHost& h = hosts[i];
+      if (h.is_local) {
+        h.local = std::make_unique<LocalAgent>(agent_path);
+        hooks.attach(i, h.local->take_channel());
+      } else {
+        h.connecting = true;
+        connector->connect(i, h.name);
+      }
+    }
+  }
+
+  void on_connected(std::size_t i, std::shared_ptr<HostAgent> agent, const std::string& error) {
+    JobHost& h = hosts[i];
+    h.connecting = false;
+    if (!error.empty()) {
+      h.connect_error = error;
+      hooks.failed(i);
+    } else {
+      h.remote = std::move(agent);
+      if (hooks.starting()) hooks.attach(i, h.remote->take_channel());
+    }
+    show_progress();
+    if (!hooks.starting()) return;
+    if (std::any_of(hosts.begin(), hosts.end(), [](const JobHost& x) { return x.connecting; })) return;
+    hooks.connected();
+  }
+
+  void show_progress() {
+    if (!status || !hooks.starting()) return;
+    const auto elapsed = std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - started);
+    status->show(progress_text(start_progress(hosts, elapsed)));
+  }
+
+  // Redraws the status line once a second from kNamePendingAfter on, so pending hosts get named even
+  // when no event comes.
+  void tick_progress(milliseconds after) {
+    progress_timer.expires_after(after);
+    progress_timer.async_wait([this](auto ec) {
+      if (ec || !hooks.starting()) return;
+      show_progress();
+      tick_progress(milliseconds(1000));
+    });
+  }
+};
+
+AgentStartup::AgentStartup(asio::io_context& io, const LaunchOptions& options, const RankPlan& plan,
+                           std::vector<JobHost>& hosts, std::chrono::steady_clock::time_point start, Hooks hooks)
+    : impl_(std::make_unique<Impl>(io, options, plan, hosts, start, std::move(hooks))) {}
+AgentStartup::~AgentStartup() = default;
+
+void AgentStartup::start() {
+  impl_->start();
+  impl_->show_progress();
+  if (impl_->status) impl_->tick_progress(kNamePendingAfter);
+}
+
+void AgentStartup::hello(std::size_t i, HelloMsg m, const std::string& peer) {
+  JobHost& h = impl_->hosts[i];
+  if (h.hello) throw ProtocolError(peer + ": a second hello");
+  if (m.version != kVersion)
+    throw ProtocolError(peer + " is version " + m.version + ", hvrun is " + kVersion +
+                        "; install the same hvrun version on every host");
+  clear_status();
+  spdlog::info("hvrun: agent on {} is up (hostname {}, pid {}{})", h.name, m.hostname, m.pid,
+               h.remote ? ", " + h.remote->agent_description() : std::string());
+  h.hello = std::move(m);
+  impl_->show_progress();
+}
+
+bool AgentStartup::all_up() const {
+  for (const auto& h : impl_->hosts)
+    if (!(h.hello && h.ready) && (h.connecting || h.connect_error.empty())) return false;
+  return true;
+}
+
+std::optional<std::string> AgentStartup::same_host() const {
+  const auto& hosts = impl_->hosts;
+  if (std::all_of(hosts.begin(), hosts.end(), [](const JobHost& h) { return h.is_local; })) return std::nullopt;
+  std::vector<HostIdentity> ids;
+  for (const JobHost& h : hosts)
+    if (h.hello) ids.push_back(HostIdentity{h.name, impl_->plan.hosts()[h.plan_index].slots, h.hello->network_stack});
+  return same_host_error(ids);
+}
+
+void AgentStartup::clear_status() {
+  if (impl_->status) impl_->status->clear();
+}
+
+void AgentStartup::stop() { impl_->progress_timer.cancel(); }
+
+}  // namespace hvrun

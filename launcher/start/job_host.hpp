@@ -1,0 +1,28 @@
+#pragma once
+// One host of a job as the job knows it: where it is in the plan, how its agent was started, and
+// what its agent said about itself. Shared by the job (job.cpp) and the pieces that read its hosts
+// (connect_progress, check_run, rank_launch).
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "agent/wire/control_message.hpp"
+#include "launcher/start/host_agent.hpp"
+#include "launcher/start/local_agent.hpp"
+
+namespace hvrun {
+
+struct JobHost {
+  std::size_t plan_index = 0;  // into RankPlan::hosts()
+  std::string name;
+  bool is_local = false;
+  std::unique_ptr<LocalAgent> local;
+  std::shared_ptr<HostAgent> remote;  // SSH, --rsh-agent
+  std::string connect_error;          // why SSH or the agent start failed
+  bool connecting = false;
+  std::optional<HelloMsg> hello;
+  std::optional<ReadyMsg> ready;  // the agent has the job's secret and answers probes
+};
+
+}  // namespace hvrun

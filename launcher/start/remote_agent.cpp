@@ -1,0 +1,140 @@
+#include "launcher/start/remote_agent.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+
+#include <memory>
+
+#include "agent/wire/duration_text.hpp"
+#include "agent/wire/error.hpp"
+#include "agent/wire/io_sizes.hpp"
+#include "agent/wire/job_secret.hpp"
+#include "launcher/base/shell_quote.hpp"
+
+namespace hvrun {
+
+namespace {
+
+// The agent says this on stderr and exits with it when the script finds no agent binary.
+constexpr const char* kMissingMarker = "hvrun-agent-not-found";
+constexpr int kMissingStatus = 127;
+
+// One round trip in the common case: the remote shell tries each place and execs the first agent.
+std::string locate_and_exec(const RemoteAgentOptions& o) {
+  if (!o.agent_override.empty())
+    return "exec " + shell_quote(o.agent_override);
+  const std::string abs = shell_quote(o.local_agent);
+  return "if [ -x " + abs + " ]; then exec " + abs +
+         "; elif command -v hvrun-agent >/dev/null 2>&1; then exec hvrun-agent; else echo " + kMissingMarker +
+         " >&2; exit " + std::to_string(kMissingStatus) + "; fi";
+}
+
+std::string cache_dir(const std::string& digest) { return ".cache/hvrun/agent-" + digest; }
+
+// Waits for the agent's first bytes (its hello) without consuming them. False when the channel
+// ended first.
+bool wait_first_bytes(const SshExec& exec, std::chrono::milliseconds timeout, const std::string& host) {
+  pollfd p{exec.fd(), POLLIN, 0};
+  const int n = retry_eintr([&] { return ::poll(&p, 1, static_cast<int>(timeout.count())); });
+  if (n < 0) throw_errno("poll", "waiting for the agent on " + host);
+  if (n == 0)
+    throw TimeoutError(host + ": hvrun-agent started but said nothing within " + seconds_text(timeout) +
+                       "; raise --start-timeout if the host is only slow");
+  char c;
+  const ssize_t got = retry_eintr([&] { return ::recv(exec.fd(), &c, 1, MSG_PEEK); });
+  return got > 0;
+}
+
+std::string stderr_summary(const SshExec& exec) {
+  std::string tail = exec.stderr_tail();
+  while (!tail.empty() && (tail.back() == '\n' || tail.back() == '\r')) tail.pop_back();
+  const auto nl = tail.rfind('\n');
+  return nl == std::string::npos ? tail : tail.substr(nl + 1);
+}
+
+}  // namespace
+
+std::string sha256_file(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) throw_errno("open", path);
+  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), &EVP_MD_CTX_free);
+  if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1) throw Error("EVP_DigestInit_ex failed");
+  char buf[kIoChunk];
+  for (;;) {
+    const ssize_t n = retry_eintr([&] { return ::read(fd.get(), buf, sizeof buf); });
+    if (n < 0) throw_errno("read", path);
+    if (n == 0) break;
+    EVP_DigestUpdate(ctx.get(), buf, static_cast<size_t>(n));
+  }
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_DigestFinal_ex(ctx.get(), md, &len);
+  return hex_encode(std::string_view(reinterpret_cast<const char*>(md), len));
+}
+
+RemoteAgent::RemoteAgent(SshSession session, SshExec exec, std::string description)
+    : session_(std::move(session)), exec_(std::move(exec)), description_(std::move(description)) {}
+
+RemoteAgent::~RemoteAgent() = default;
+
+UniqueFd RemoteAgent::take_channel() { return UniqueFd(exec_.release_fd()); }
+
+std::string RemoteAgent::stderr_tail() const { return exec_.stderr_tail(); }
+
+std::unique_ptr<RemoteAgent> RemoteAgent::start(const RemoteAgentOptions& o) {
+  const std::string& host = o.ssh.host;
+  SshSession session = SshSession::connect(o.ssh);
+
+  SshExec exec = session.exec(locate_and_exec(o));
+  if (wait_first_bytes(exec, o.start_timeout, host)) {
+    return std::unique_ptr<RemoteAgent>(
+        new RemoteAgent(std::move(session), std::move(exec),
+                        o.agent_override.empty() ? "found on the host" : o.agent_override));
+  }
+  exec.wait(std::chrono::seconds(5));
+  const std::string said = stderr_summary(exec);
+  if (!o.agent_override.empty() || exec.exit_status() != kMissingStatus ||
+      exec.stderr_tail().find(kMissingMarker) == std::string::npos) {
+    throw Error(host + ": hvrun-agent ended before it said hello" +
+                (said.empty() ? std::string() : " (it wrote: " + said + ")") +
+                (o.agent_override.empty() ? "" : "; check --agent-path " + o.agent_override));
+  }
+
+  // No agent on the host: use (or make) the cached copy of ours, checking its hash every time.
+  const std::string digest = sha256_file(o.local_agent);
+  const std::string rel = cache_dir(digest) + "/hvrun-agent";
+  const std::string path = "\"$HOME\"/" + rel;
+  const std::string check = "[ -x " + path + " ] && [ \"$(stat -c %a " + path + ")\" = 700 ] && " +
+                            "[ \"$(sha256sum < " + path + " | cut -d' ' -f1)\" = " + digest + " ]";
+  std::string description = "cached copy ~/" + rel;
+  if (session.run(check, o.start_timeout).exit_status != 0) {
+    // Upload under a name of our own, then rename(2) it over the final name with mv -f: hosts that
+    // share one home directory (NFS) copy at the same time, and SFTP v3 cannot rename over an existing
+    // file, so an SFTP-only replace would leave a moment where another launcher finds no file at all.
+    // Every copy has the same content, so whichever rename lands last is as good as the others.
+    const std::string staged = rel + ".upload-" + hex_encode(random_bytes(8));
+    session.upload(o.local_agent, staged, 0700, o.start_timeout);
+    const std::string staged_path = "\"$HOME\"/" + staged;
+    const RunResult verify =
+        session.run("mv -f " + staged_path + " " + path + " || { rm -f " + staged_path + "; exit 1; }; " + check,
+                    o.start_timeout);
+    if (verify.exit_status != 0)
+      throw Error(host + ": the copy of hvrun-agent in ~/" + rel +
+                  " does not have the right content or mode 0700 after upload; check that file system");
+    description = "copied to ~/" + rel;
+  }
+  SshExec cached = session.exec("exec " + path);
+  if (!wait_first_bytes(cached, o.start_timeout, host)) {
+    cached.wait(std::chrono::seconds(5));
+    const std::string why = stderr_summary(cached);
+    throw Error(host + ": the copied hvrun-agent did not start" + (why.empty() ? std::string() : ": " + why) +
+                " (is the host's OS or CPU different from this one?)");
+  }
+  return std::unique_ptr<RemoteAgent>(new RemoteAgent(std::move(session), std::move(cached), description));
+}
+
+}  // namespace hvrun
