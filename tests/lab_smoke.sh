@@ -211,7 +211,7 @@ wait "$up_pid" || rc=$?
 if ((rc != 0)); then pass "up interrupted by SIGINT exits non-zero ($rc)"; else fail "up interrupted by SIGINT exited 0"; fi
 expect_eq "interrupted up leaves no namespace" "" "$(ip netns list | awk '{print $1}' | grep -E "^$intp-" || true)"
 expect_eq "interrupted up leaves no LAB_DIR" "absent" "$([[ -e /tmp/$intp ]] && echo present || echo absent)"
-# This check has failed about once in a dozen runs and did not reproduce alone: show what up said.
+# When either check above fails (it depends on where the signal catches up), show what up said.
 if ip netns list | awk '{print $1}' | grep -qE "^$intp-" || [[ -e /tmp/$intp ]]; then
   sed 's/^/  interrupted up said: /' "/tmp/$intp.up.log" >&2 || true
 fi

@@ -49,7 +49,7 @@ hvrun::test::ProbeOverride one_way_c_to_a() {
   };
 }
 
-// Checks `doc` has exactly the documented shape: every field of the example with its type,
+// Checks `doc` has exactly the documented shape (README, --json): every field with its type,
 // null where required, hosts in the order of `hosts`.
 void check_shape(const json& doc, const Strings& hosts) {
   REQUIRE(doc.is_object());

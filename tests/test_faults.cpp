@@ -1,4 +1,4 @@
-// The fault catalogue (issue 6) on a network-namespace lab: hvrun runs on lab host 0 and its ranks on
+// The fault catalogue on a network-namespace lab: hvrun runs on lab host 0 and its ranks on
 // hosts 1 and 2 over SSH. For each fault: hvrun's exit code, its one-line cause naming host and rank,
 // teardown of every rank everywhere within the kill grace plus a second, no rank and no agent left
 // (ranks are found by a marker in their environment, agents by the pids hvrun --verbose names), and

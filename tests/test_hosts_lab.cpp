@@ -1,5 +1,5 @@
-// Hosts as users have them (issue 10), on a network-namespace lab: bytes that are not UTF-8 on remote
-// ranks, the user's -x across hosts, and the other host situations of that issue. One lab for all of
+// Hosts as users have them, on a network-namespace lab: bytes that are not UTF-8 on remote ranks, the
+// user's -x across hosts, and the other situations below. One lab for all of
 // them: bringing a lab up costs more than the checks. Needs root; without it the cases say why they skip.
 #include <catch2/catch.hpp>
 #include <unistd.h>

@@ -1,5 +1,5 @@
 // OpenSSH's view of a host (`ssh -G`): reading its dump, the ProxyJump command, and the matching rules
-// hvrun now shares with OpenSSH (aliases with '_', case-sensitive Host patterns, Include, Match host).
+// hvrun shares with OpenSSH (aliases with '_', case-sensitive Host patterns, Include, Match host).
 #include <unistd.h>
 
 #include <catch2/catch.hpp>

@@ -22,7 +22,7 @@ TEST_CASE("remote launch across three lab hosts", "[lab]") {
   TempHome home;
   const std::string h1 = lab.host(1), h2 = lab.host(2);
 
-  // The "done when": each remote hostname twice, ranks numbered in -H order.
+  // Each remote hostname twice, ranks numbered in -H order.
   auto r = run(hvrun_on(lab, home, {"-np", "6", "-H", "localhost:2," + h1 + ":2," + h2 + ":2", "hostname"}), 60s);
   INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);

@@ -139,9 +139,9 @@ TEST_CASE("remote shell (--rsh-agent) on the command line: kept whole; hvrun's S
 
 TEST_CASE("remote shell (--rsh-agent) under `ulimit -Sn 64`: 16 hosts start, and every rank gets 64 back", "[lab]") {
   HVRUN_SKIP_WITHOUT_LAB();
-  // Issue 14: hvrun kept the user's soft limit and ran out of descriptors at 12 hosts under 64
-  // ("fcntl(F_DUPFD_CLOEXEC) failed ... Too many open files"). It now raises its own limit and gives
-  // the commands it starts (and so the agents and ranks) the user's 64 back.
+  // Under the user's soft limit of 64, 12 hosts would exhaust hvrun's descriptors ("fcntl(F_DUPFD_CLOEXEC)
+  // failed ... Too many open files"): hvrun raises its own limit and gives the commands it starts (and so
+  // the agents and ranks) the user's 64 back.
   constexpr int kHosts = 16;
   Lab lab(kHosts);
   TempHome home;
@@ -164,9 +164,8 @@ TEST_CASE("remote shell (--rsh-agent): hosts queued by --connect-concurrency get
           "[lab]") {
   HVRUN_SKIP_WITHOUT_LAB();
   // Each agent takes a little over 1 s to start and only one starts at a time: the five remote hosts take
-  // over 5 s in all, twice --start-timeout, while each takes less than it. Before, the start timeout
-  // counted from the launch and the hosts at the end of the queue failed (1,000 hosts under the
-  // default 30 s, issue 14).
+  // over 5 s in all, twice --start-timeout, while each takes less than it. A start timeout counted from
+  // the launch would fail the hosts at the end of the queue (as 1,000 hosts under the default 30 s).
   constexpr int kHosts = 6;
   Lab lab(kHosts);
   TempHome home;

@@ -1,4 +1,4 @@
-// Host names as OpenSSH takes them (issue 10, point 4), on a network-namespace lab: ranks launched on
+// Host names as OpenSSH takes them, on a network-namespace lab: ranks launched on
 // hosts reached through ~/.ssh/config aliases with '_', in upper case, from an Included file, through a
 // `Match host` block, and through a ProxyJump to a host whose sshd refuses hvrun's host; --check-only
 // names them as written. One lab, three runs. Needs root; without it the case says why it skips.

@@ -1,13 +1,14 @@
 #pragma once
 // One thread that waits, for the whole launcher, on the descriptors of per-host work that has to go on
 // in the background: the SSH exec pumps (ssh/ssh_exec.cpp) and the stderr of --rsh-agent and srun
-// commands (command_agent.cpp). A thread per host made threads, stacks and scheduling grow with the
-// hosts (2 + 2n threads while connecting); one thread serves them all (docs/DESIGN.md §2.1).
+// commands (command_agent.cpp). One thread serves them all, so that threads, stacks and scheduling do
+// not grow with the hosts (a thread per host would be 2 + 2n threads while connecting; docs/DESIGN.md
+// §2.1).
 //
 // The wait is level-triggered epoll, written here rather than taken from Boost.Asio: Asio's epoll
 // reactor registers descriptors edge-triggered and does not test readiness when a wait starts, while
 // libssh reads its socket in chunks of its own, so a round can leave bytes in the socket that no new
-// edge announces. A level-triggered wait sees them, as poll(2) did for the per-host threads.
+// edge announces. A level-triggered wait sees them.
 #include <array>
 #include <chrono>
 #include <condition_variable>

@@ -5,7 +5,7 @@
 // Why not gai_suspend(): it keeps its waiting list on the caller's stack and, when one request of
 // several completes, may return while the resolver thread is about to notify another request whose
 // result it has already stored, and that thread then writes into the returned stack frame (glibc
-// 2.36; hvrun crashed in __gai_notify that way in about one launch in fifteen with two hosts).
+// 2.36: a crash in __gai_notify; docs/DESIGN.md section 2.1).
 #include <netdb.h>
 
 #include <chrono>

@@ -1,8 +1,8 @@
 #pragma once
 // hvrun's limit on open files (RLIMIT_NOFILE). hvrun holds a few descriptors per host (the channel, an
 // SSH socket or a command's socketpair and stderr pipe), so a job of hundreds of hosts needs more than
-// the usual soft limit of 1024 (issue 14: 'Too many open files' at about 200 hosts; at 12 under
-// `ulimit -n 64`). At start hvrun raises its soft limit to the hard limit. The processes it starts
+// the usual soft limit of 1024 (it runs out at about 200 hosts, and at 12 under `ulimit -n 64`).
+// At start hvrun raises its soft limit to the hard limit. The processes it starts
 // (the local agent, --rsh-agent and srun commands, `ssh -G`, mpirun) get the user's original soft
 // limit back, as a plain shell or srun's PropagateResourceLimits would give them: ranks do not
 // inherit a raised limit they did not ask for.
@@ -16,7 +16,7 @@ namespace hvrun {
 
 // Raises this process's soft RLIMIT_NOFILE to its hard limit and remembers the original limits. Call
 // once, at start, before any thread or child exists. A limit that cannot be read or raised is logged at
-// debug level and left as it is (hvrun then works up to that limit, as before).
+// debug level and left as it is (hvrun then works up to that limit).
 void raise_open_files_limit();
 
 // The limits this process had before raise_open_files_limit(); the current ones when it has not raised.
@@ -26,7 +26,7 @@ rlimit original_open_files_limit();
 // its own, `/bin/sh -c 'ulimit -Sn N; exec "$@"' hvrun-nofile ARGV...` (the shell searches PATH for
 // ARGV[0] as execvp does, and a command it does not find exits 127); else `argv` itself. For commands
 // whose descendants are ranks (--rsh-agent, srun): a prlimit after the spawn comes too late for a
-// child the command starts at once (seen in the lab under load: one agent of 15 kept the raised limit).
+// child the command starts at once, which on a loaded machine can keep the raised limit.
 std::vector<std::string> with_original_open_files_limit(std::vector<std::string> argv);
 
 // Gives `pid`, a child that hvrun has just started with posix_spawn (no hook runs between its fork

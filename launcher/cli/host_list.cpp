@@ -73,8 +73,8 @@ HostItem parse_item(const std::string& where, std::string_view item) {
       if (after.front() != ':') fail(where, item, "expected ':slots' after ']'");
       slots_text = after.substr(1);
     }
-    // The brackets only let ':' into the name; every other rule of a host name still holds (a control
-    // character inside them used to pass, found by tests/fuzz).
+    // The brackets only let ':' into the name; every other rule of a host name still holds (no control
+    // character inside them either).
     check_name(where, item, name);
   } else {
     const auto colon = item.find(':');

@@ -26,7 +26,8 @@ struct LaunchOptions {
   // --connect-concurrency: hosts whose agents start at once (launcher/start/connector.hpp). Enough to hide
   // the network's latency behind the launcher's CPU (an SSH start costs 5-25 ms of it and takes
   // 0.1-0.4 s), few enough that the `ssh -G` runs and handshakes of a big launch do not outlast
-  // --ssh-connect-timeout on a busy machine (256 at once did, issue 14). Open MPI's rsh launcher: 128.
+  // --ssh-connect-timeout on a busy machine (256 at once outlast it on a loaded 2-core launcher,
+  // docs/DESIGN.md section 2.1). Open MPI's rsh launcher: 128.
   int connect_concurrency = 64;
   std::string agent_path;            // --agent-path: hvrun-agent's path on every remote host
   std::string rsh_agent;             // --rsh-agent CMD: start remote agents as `CMD HOST AGENT`, not over SSH

@@ -24,7 +24,7 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv, const std::vect
   if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) throw std::runtime_error("pipe2 failed");
   std::vector<std::string> env;
   // An extra "NAME=value" replaces NAME from this environment: appended beside it, getenv would
-  // still find the first one (HOME=... given to a child used to leave the child with root's HOME).
+  // still find the first one (a child given HOME=... would keep root's HOME).
   auto name_of = [](const std::string& e) { return e.substr(0, e.find('=')); };
   for (char** e = environ; *e; ++e) {
     const std::string entry = *e;
