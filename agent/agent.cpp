@@ -15,12 +15,14 @@
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <cstdlib>
-#include <map>
 #include <sstream>
 #include <optional>
 #include <spdlog/spdlog.h>
 #include <vector>
 
+#include "agent/agent_state.hpp"
+#include "agent/output_flow.hpp"
+#include "agent/rank_table.hpp"
 #include "agent/wire/control_message.hpp"
 #include "agent/wire/duration_text.hpp"
 #include "agent/wire/error.hpp"
@@ -61,15 +63,13 @@ int pick_free_port() {
   return ntohs(addr.sin_port);
 }
 
-constexpr int kDrainChunks = 16;  // what a dead rank's pipe may still hold, read before its exit is sent
-
 }  // namespace
 
+// The driver: it does the I/O and carries out what the pure cores decide: AgentState (what each
+// message does in each phase), OutputFlow (when the ranks' pipes are read) and RankTable (which pid
+// is which rank, and its exit report).
 struct Agent::Impl {
-  struct Rank {
-    int rank = 0;
-    pid_t pid = -1;
-    bool reaped = false;
+  struct Pipes {
     std::unique_ptr<Descriptor> out, err;
   };
 
@@ -93,19 +93,16 @@ struct Agent::Impl {
   asio::steady_timer kill_timer;
   HeartbeatSender heartbeats;
   Watchdog watchdog;  // disarmed until the JobMsg gives the period
+  AgentState state;
   std::optional<JobSecret> secret;
   int host_index = -1;
   ProbeListener probe_listener;
   std::unique_ptr<Prober> prober;
   std::unique_ptr<StoreServer> store;  // lives as long as the job: the agent exits with it
   std::unique_ptr<HorovodRendezvous> horovod_rendezvous;  // likewise, on rank 0's host
-  std::vector<std::unique_ptr<Rank>> ranks;
-  std::map<pid_t, Rank*> by_pid;
-  std::vector<std::function<void()>> paused;  // readers waiting for the channel to drain or for acks
-  std::size_t unacked = 0;  // output payload sent and not yet acknowledged (OutputAckMsg)
-  bool launched = false;
-  bool finished = false;
-  int exit_code = 1;
+  RankTable ranks;
+  std::vector<Pipes> pipes;  // parallel to ranks: a rank's slot indexes both
+  OutputFlow flow;
 
   void send(const ControlMessage& msg) { channel.send(FrameType::kControl, encode_control(msg)); }
 
@@ -131,21 +128,23 @@ struct Agent::Impl {
     }
     send(hello);
     io.run();
-    return exit_code;
+    return state.exit_code();
   }
 
   void on_frame(Frame&& frame) {
     watchdog.rearm();
     try {
       if (frame.type != FrameType::kControl) throw ProtocolError("launcher: unexpected output frame");
-      std::visit([this](auto&& m) { handle(m); }, decode_control(frame.payload, "launcher"));
+      const ControlMessage msg = decode_control(frame.payload, "launcher");
+      const AgentState::Decision decision = state.on_message(msg);  // throws for what the phase refuses
+      std::visit([this](const auto& m) { handle(m); }, msg);
+      carry_out(decision);
     } catch (const std::exception& e) {
       on_launcher_gone(user_message(e, "handling a message from hvrun"));
     }
   }
 
   void handle(const JobMsg& m) {
-    if (secret) throw ProtocolError("launcher: a second job message");
     secret = JobSecret::from_hex(m.secret);
     watchdog.set_period(std::chrono::milliseconds(m.heartbeat_ms));
     host_index = m.host_index;
@@ -157,35 +156,24 @@ struct Agent::Impl {
     send(ReadyMsg{store ? store->port() : 0});
   }
 
-  void handle(const HeartbeatMsg&) {}
-
   void handle(const HorovodRendezvousMsg& m) {
-    if (!secret) throw ProtocolError("launcher: Horovod rendezvous request before the job message");
-    if (horovod_rendezvous) throw ProtocolError("launcher: a second Horovod rendezvous request");
     try {
       horovod_rendezvous = std::make_unique<HorovodRendezvous>(
           io, HorovodRendezvousOptions{m.address, 0, {m.allowed_peers.begin(), m.allowed_peers.end()}, {}});
     } catch (const Error& e) {
       return send(FatalMsg{std::string(e.what()) + " on " + local_hostname()});
     }
+    state.serving_horovod_rendezvous();
     spdlog::debug("hvrun-agent: Horovod rendezvous on {}:{}", m.address, horovod_rendezvous->port());
     send(HorovodRendezvousReadyMsg{horovod_rendezvous->port()});
   }
 
   void handle(const OutputAckMsg& m) {
-    if (m.bytes <= 0 || static_cast<std::size_t>(m.bytes) > unacked)
-      throw ProtocolError("launcher: acknowledged " + std::to_string(m.bytes) + " bytes of output, " +
-                          std::to_string(unacked) + " were outstanding");
-    unacked -= static_cast<std::size_t>(m.bytes);
+    flow.acknowledge(m.bytes);
     resume_readers();
   }
 
-  // The launcher has not yet taken a window of our output, or the channel to it is full: the ranks
-  // wait on their pipes rather than our memory growing.
-  bool output_blocked() const { return channel.congested() || unacked >= kOutputWindow; }
-
   void handle(const ProbeRequestMsg& m) {
-    if (!secret) throw ProtocolError("launcher: probe request before the job message");
     if (!prober) prober = std::make_unique<Prober>(io, *secret);
     // An address this host holds itself (docker0's 172.17.0.1 is on every host) never reaches the
     // peer: the kernel delivers it here. Answer for it at once, as this host.
@@ -199,14 +187,11 @@ struct Agent::Impl {
         remote.push_back(t);
     }
     prober->probe(remote, std::chrono::milliseconds(m.timeout_ms), [this](ProbeResultMsg r) {
-      if (!finished) send(r);
+      if (!state.finished()) send(r);
     });
   }
 
   void handle(const LaunchMsg& m) {
-    if (!secret) throw ProtocolError("launcher: launch before the job message");
-    if (launched) throw ProtocolError("launcher: a second launch request");
-    launched = true;
     struct stat st{};
     if (!m.cwd.empty() && (::stat(m.cwd.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))) {
       send(FatalMsg{"working directory '" + m.cwd + "' does not exist on " + local_hostname() +
@@ -214,61 +199,49 @@ struct Agent::Impl {
       return;
     }
     for (const auto& r : m.ranks) {
-      auto env = m.env;
-      for (const auto& [k, v] : r.env) env[k] = v;
-      RankSpawnSpec spec{m.argv, {}, m.cwd};
-      spec.env.reserve(env.size());
-      for (const auto& [k, v] : env) spec.env.push_back(k + "=" + v);
       try {
-        RankProcess p = spawn_rank(spec);
-        auto state = std::make_unique<Rank>();
-        state->rank = r.rank;
-        state->pid = p.pid;
+        RankProcess p = spawn_rank(RankSpawnSpec{m.argv, rank_environment(m, r), m.cwd});
         set_nonblocking(p.out.get(), "rank stdout");
         set_nonblocking(p.err.get(), "rank stderr");
-        state->out = std::make_unique<Descriptor>(io, p.out.release());
-        state->err = std::make_unique<Descriptor>(io, p.err.release());
-        by_pid[p.pid] = state.get();
-        ranks.push_back(std::move(state));
+        const std::size_t slot = ranks.add(r.rank, p.pid);
+        pipes.push_back({std::make_unique<Descriptor>(io, p.out.release()),
+                         std::make_unique<Descriptor>(io, p.err.release())});
         send(StartedMsg{r.rank, p.pid});
-        arm(*ranks.back(), OutputStream::kStdout);
-        arm(*ranks.back(), OutputStream::kStderr);
+        arm({slot, OutputStream::kStdout});
+        arm({slot, OutputStream::kStderr});
       } catch (const SpawnError& e) {
-        send(ExitedMsg{r.rank, 127, 0, e.what()});
+        send(spawn_failure_report(r.rank, e.what()));
       }
     }
   }
 
-  void handle(const TerminateMsg& m) {
-    signal_all(SIGTERM);
-    kill_timer.expires_after(std::chrono::milliseconds(m.grace_ms));
-    kill_timer.async_wait([this](auto ec) {
-      if (!ec) signal_all(SIGKILL);
-    });
-  }
-
-  void handle(const ShutdownMsg&) {
-    // The launcher has every exit it needs; whatever the ranks left behind in their groups goes now.
-    signal_all(SIGKILL);
-    exit_code = 0;
-    channel.flush([this] { finish(); });
-  }
-
+  // Heartbeats, terminate and shutdown: the decision is all there is to do.
   template <typename M>
-  void handle(const M&) {
-    throw ProtocolError("launcher: unexpected control message");
+  void handle(const M&) {}
+
+  void carry_out(const AgentState::Decision& d) {
+    if (d.signal != 0) signal_all(d.signal);
+    if (d.kill_after) {
+      kill_timer.expires_after(*d.kill_after);
+      kill_timer.async_wait([this](auto ec) {
+        if (!ec) signal_all(SIGKILL);
+      });
+    }
+    switch (d.end) {
+      case AgentState::End::kNone: break;
+      case AgentState::End::kAfterFlush: channel.flush([this] { finish(); }); break;
+      case AgentState::End::kNow: finish(); break;
+    }
   }
 
   void on_launcher_gone(const std::string& error) {
-    if (finished) return;
-    if (!error.empty()) spdlog::error("hvrun-agent: {}; killing all ranks", error);
-    signal_all(SIGKILL);
-    exit_code = 1;
-    finish();
+    const AgentState::Gone gone = state.on_launcher_gone();
+    if (gone.report && !error.empty()) spdlog::error("hvrun-agent: {}; killing all ranks", error);
+    carry_out(gone.decision);
   }
 
   void finish() {
-    finished = true;
+    state.finish();
     heartbeats.stop();
     watchdog.cancel();
     channel.close();
@@ -276,54 +249,51 @@ struct Agent::Impl {
   }
 
   void signal_all(int sig) {
-    for (const auto& r : ranks) {
+    for (const auto& r : ranks.entries()) {
       try {
-        signal_group(r->pid, sig);
+        signal_group(r.pid, sig);
       } catch (const Error& e) {
-        spdlog::warn("hvrun-agent: rank {}: {}", r->rank, e.what());
+        spdlog::warn("hvrun-agent: rank {}: {}", r.rank, e.what());
       }
     }
   }
 
-  Descriptor* descriptor(Rank& r, OutputStream s) {
-    auto& d = s == OutputStream::kStdout ? r.out : r.err;
+  Descriptor* descriptor(OutputFlow::Reader reader) {
+    Pipes& p = pipes.at(reader.slot);
+    auto& d = reader.stream == OutputStream::kStdout ? p.out : p.err;
     return d && d->is_open() ? d.get() : nullptr;
   }
 
-  void arm(Rank& r, OutputStream s) {
-    Descriptor* d = descriptor(r, s);
+  void arm(OutputFlow::Reader reader) {
+    Descriptor* d = descriptor(reader);
     if (d == nullptr) return;
-    d->async_wait(Descriptor::wait_read, [this, &r, s](auto ec) {
+    d->async_wait(Descriptor::wait_read, [this, reader](auto ec) {
       if (ec) return;
-      if (output_blocked()) {
-        // Back-pressure: the rank blocks on its full pipe until the launcher has taken our backlog.
-        paused.push_back([this, &r, s] { read_once(r, s, true); });
-        return;
-      }
-      read_once(r, s, true);
+      // Back-pressure: a paused reader's rank blocks on its full pipe until the launcher has taken
+      // our backlog.
+      if (flow.admit(reader, channel.congested())) read_once(reader, true);
     });
   }
 
   void resume_readers() {
-    if (output_blocked()) return;
-    auto waiting = std::exchange(paused, {});
-    for (auto& resume : waiting) resume();
+    for (const auto& reader : flow.resume(channel.congested())) read_once(reader, true);
   }
 
   // Reads what is available; returns false at end of stream or when nothing was there.
-  bool read_once(Rank& r, OutputStream s, bool rearm) {
-    Descriptor* d = descriptor(r, s);
+  bool read_once(OutputFlow::Reader reader, bool rearm) {
+    Descriptor* d = descriptor(reader);
     if (d == nullptr) return false;
     char buf[kIoChunk];
     const ssize_t n = retry_eintr([&] { return ::read(d->native_handle(), buf, sizeof buf); });
     if (n > 0) {
-      channel.send(FrameType::kOutput, encode_output(r.rank, s, std::string_view(buf, static_cast<size_t>(n))));
-      unacked += static_cast<std::size_t>(n);
-      if (rearm) arm(r, s);
+      channel.send(FrameType::kOutput, encode_output(ranks.at(reader.slot).rank, reader.stream,
+                                                     std::string_view(buf, static_cast<size_t>(n))));
+      flow.sent(static_cast<std::size_t>(n));
+      if (rearm) arm(reader);
       return true;
     }
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (rearm) arm(r, s);
+      if (rearm) arm(reader);
       return false;
     }
     boost::system::error_code ignored;
@@ -343,25 +313,14 @@ struct Agent::Impl {
     int status = 0;
     pid_t pid;
     while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
-      auto it = by_pid.find(pid);
-      if (it == by_pid.end()) continue;
-      Rank& r = *it->second;
-      r.reaped = true;
+      const auto reaped = ranks.reap(pid, status);
+      if (!reaped) continue;
       // What the rank wrote before it died sits in the pipes: send it before the exit, so the
       // launcher shows a failing rank's last lines. A pending wait then finds nothing and re-arms.
-      // At most a few pipefuls, past the window: a child that outlives the rank and keeps writing
-      // must not hold this loop (its output goes on through the armed readers, under flow control).
-      for (int i = 0; i < kDrainChunks && read_once(r, OutputStream::kStdout, false); ++i) {
-      }
-      for (int i = 0; i < kDrainChunks && read_once(r, OutputStream::kStderr, false); ++i) {
-      }
-      ExitedMsg m{r.rank, 0, 0, {}};
-      if (WIFEXITED(status)) m.exit_code = WEXITSTATUS(status);
-      if (WIFSIGNALED(status)) {
-        m.signal = WTERMSIG(status);
-        m.exit_code = 128 + m.signal;
-      }
-      send(m);
+      for (const OutputStream s : {OutputStream::kStdout, OutputStream::kStderr})
+        for (int i = 0; i < kDrainChunks && read_once({reaped->slot, s}, false); ++i) {
+        }
+      send(reaped->exit);
     }
   }
 };

@@ -1,0 +1,54 @@
+#include "agent/agent_state.hpp"
+
+#include <signal.h>
+
+#include <type_traits>
+#include <variant>
+
+#include "agent/wire/error.hpp"
+
+namespace hvrun {
+
+AgentState::Decision AgentState::on_message(const ControlMessage& msg) {
+  return std::visit(
+      [this](const auto& m) -> Decision {
+        using M = std::decay_t<decltype(m)>;
+        if constexpr (std::is_same_v<M, JobMsg>) {
+          if (phase_ != Phase::kAwaitingJob) throw ProtocolError("launcher: a second job message");
+          phase_ = Phase::kJobKnown;
+          return {};
+        } else if constexpr (std::is_same_v<M, HorovodRendezvousMsg>) {
+          if (phase_ == Phase::kAwaitingJob)
+            throw ProtocolError("launcher: Horovod rendezvous request before the job message");
+          if (serving_rendezvous_) throw ProtocolError("launcher: a second Horovod rendezvous request");
+          return {};
+        } else if constexpr (std::is_same_v<M, ProbeRequestMsg>) {
+          if (phase_ == Phase::kAwaitingJob) throw ProtocolError("launcher: probe request before the job message");
+          return {};
+        } else if constexpr (std::is_same_v<M, LaunchMsg>) {
+          if (phase_ == Phase::kAwaitingJob) throw ProtocolError("launcher: launch before the job message");
+          if (phase_ == Phase::kLaunched) throw ProtocolError("launcher: a second launch request");
+          phase_ = Phase::kLaunched;
+          return {};
+        } else if constexpr (std::is_same_v<M, TerminateMsg>) {
+          return {SIGTERM, std::chrono::milliseconds(m.grace_ms), End::kNone};
+        } else if constexpr (std::is_same_v<M, ShutdownMsg>) {
+          // The launcher has every exit it needs; whatever the ranks left behind in their groups goes now.
+          exit_code_ = 0;
+          return {SIGKILL, std::nullopt, End::kAfterFlush};
+        } else if constexpr (std::is_same_v<M, HeartbeatMsg> || std::is_same_v<M, OutputAckMsg>) {
+          return {};  // an ack's bounds are the output flow's to check (OutputFlow::acknowledge)
+        } else {
+          throw ProtocolError("launcher: unexpected control message");
+        }
+      },
+      msg);
+}
+
+AgentState::Gone AgentState::on_launcher_gone() {
+  if (finished()) return {};
+  exit_code_ = 1;
+  return {true, {SIGKILL, std::nullopt, End::kNow}};
+}
+
+}  // namespace hvrun

@@ -1,0 +1,47 @@
+#include "agent/rank_table.hpp"
+
+#include <sys/wait.h>
+
+#include <utility>
+
+namespace hvrun {
+
+std::size_t RankTable::add(int rank, pid_t pid) {
+  entries_.push_back({rank, pid, false});
+  slot_of_[pid] = entries_.size() - 1;
+  return entries_.size() - 1;
+}
+
+std::optional<RankTable::Reaped> RankTable::reap(pid_t pid, int wait_status) {
+  const auto it = slot_of_.find(pid);
+  if (it == slot_of_.end()) return std::nullopt;
+  Entry& e = entries_[it->second];
+  if (e.reaped) return std::nullopt;
+  e.reaped = true;
+  return Reaped{it->second, exit_report(e.rank, wait_status)};
+}
+
+ExitedMsg exit_report(int rank, int wait_status) {
+  ExitedMsg m{rank, 0, 0, {}};
+  if (WIFEXITED(wait_status)) m.exit_code = WEXITSTATUS(wait_status);
+  if (WIFSIGNALED(wait_status)) {
+    m.signal = WTERMSIG(wait_status);
+    m.exit_code = 128 + m.signal;
+  }
+  return m;
+}
+
+ExitedMsg spawn_failure_report(int rank, std::string reason) {
+  return ExitedMsg{rank, kSpawnFailedExitCode, 0, std::move(reason)};
+}
+
+std::vector<std::string> rank_environment(const LaunchMsg& launch, const RankLaunch& r) {
+  auto env = launch.env;
+  for (const auto& [k, v] : r.env) env[k] = v;
+  std::vector<std::string> out;
+  out.reserve(env.size());
+  for (const auto& [k, v] : env) out.push_back(k + "=" + v);
+  return out;
+}
+
+}  // namespace hvrun

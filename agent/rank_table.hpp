@@ -1,0 +1,58 @@
+#pragma once
+// The ranks this agent started, without processes: which rank each child pid is, which have been
+// reaped, and each rank's exit report, made once. Slots number the ranks in the order they started
+// (add()); the agent (agent.cpp) keeps each rank's pipes under its slot. Also what a rank's exit report
+// says, from a wait status or a failed spawn, and the environment a rank starts with.
+#include <sys/types.h>
+
+#include <cstddef>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agent/wire/control_message.hpp"
+
+namespace hvrun {
+
+class RankTable {
+ public:
+  struct Entry {
+    int rank = 0;
+    pid_t pid = -1;  // also the rank's process group
+    bool reaped = false;
+  };
+  struct Reaped {
+    std::size_t slot = 0;
+    ExitedMsg exit;
+  };
+
+  // A rank that is running as `pid`; returns its slot.
+  std::size_t add(int rank, pid_t pid);
+  // The agent reaped `pid` with `wait_status` (waitpid's): the rank it was, its slot and its exit
+  // report; nullopt for a child that is not one of the ranks, or a rank already reported.
+  std::optional<Reaped> reap(pid_t pid, int wait_status);
+
+  // Every rank started, reaped or not: a reaped rank's group may still hold what the rank left behind,
+  // and the group signals reach it.
+  const std::vector<Entry>& entries() const { return entries_; }
+  const Entry& at(std::size_t slot) const { return entries_.at(slot); }
+
+ private:
+  std::vector<Entry> entries_;
+  std::map<pid_t, std::size_t> slot_of_;
+};
+
+// The exit report of `rank` from waitpid's status: its exit code, or 128 + N and the signal N that
+// killed it.
+ExitedMsg exit_report(int rank, int wait_status);
+// The exit report of a rank that never ran: kSpawnFailedExitCode (a shell's "command not found") and
+// why.
+inline constexpr int kSpawnFailedExitCode = 127;
+ExitedMsg spawn_failure_report(int rank, std::string reason);
+
+// "NAME=value" for each variable rank `r` of `launch` starts with: the launch's common environment,
+// with the rank's own (the rank contract) over it; sorted by name.
+std::vector<std::string> rank_environment(const LaunchMsg& launch, const RankLaunch& r);
+
+}  // namespace hvrun
