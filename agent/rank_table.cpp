@@ -1,8 +1,8 @@
 #include "agent/rank_table.hpp"
 
-#include <sys/wait.h>
-
 #include <utility>
+
+#include "agent/wire/exit_status.hpp"
 
 namespace hvrun {
 
@@ -22,13 +22,8 @@ std::optional<RankTable::Reaped> RankTable::reap(pid_t pid, int wait_status) {
 }
 
 ExitedMsg exit_report(int rank, int wait_status) {
-  ExitedMsg m{rank, 0, 0, {}};
-  if (WIFEXITED(wait_status)) m.exit_code = WEXITSTATUS(wait_status);
-  if (WIFSIGNALED(wait_status)) {
-    m.signal = WTERMSIG(wait_status);
-    m.exit_code = 128 + m.signal;
-  }
-  return m;
+  const ExitStatus status = ExitStatus::of(wait_status);
+  return ExitedMsg{rank, status.code, status.signal, {}};
 }
 
 ExitedMsg spawn_failure_report(int rank, std::string reason) {

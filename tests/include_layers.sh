@@ -6,7 +6,6 @@
 #   launcher/     rooms in this order, each including only itself, the rooms before it, agent/wire/ and
 #                 hvrun/ (never the agent proper, never collectives/):
 #                   base ssh output nic cli ranks start check job
-#                 (agent/rank_process.hpp too, until its process helpers move to the wire layer)
 #   collectives/  collectives/, agent/wire/, hvrun/; the store benchmark (store_bench_main.cpp, a program,
 #                 not the library) also agent/store_server.hpp, the server it measures against
 #   collectives/include/hvrun/ (installed): only hvrun/ headers and the standard library
@@ -50,7 +49,7 @@ done
 below="" named=""
 for r in "${rooms[@]}"; do
   below+="launcher/$r/|" named+="${named:+, }$r"
-  allow "launcher/$r" "${below}agent/wire/|agent/rank_process\\.hpp\"|hvrun/" \
+  allow "launcher/$r" "${below}agent/wire/|hvrun/" \
     "launcher/$r/ includes only the launcher's rooms up to it ($named), the wire layer and hvrun/"
 done
 allow collectives 'collectives/|agent/wire/|hvrun/' "collectives/ includes collectives/, the wire layer and hvrun/ only" \

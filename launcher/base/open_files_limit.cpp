@@ -11,7 +11,7 @@ namespace hvrun {
 
 namespace {
 
-// Written once by raise_open_files_limit() before any thread exists; read by children after fork too.
+// Written once by raise_open_files_limit() before any thread exists.
 rlimit g_original{};
 std::atomic<bool> g_raised{false};
 
@@ -67,8 +67,9 @@ void restore_open_files_limit(pid_t pid, const std::string& what) {
   }
 }
 
-void restore_open_files_limit_in_child() noexcept {
-  if (g_raised.load()) (void)::setrlimit(RLIMIT_NOFILE, &g_original);
+std::optional<rlimit> open_files_limit_for_children() {
+  if (!g_raised.load()) return std::nullopt;
+  return g_original;
 }
 
 }  // namespace hvrun

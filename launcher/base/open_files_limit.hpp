@@ -9,6 +9,7 @@
 #include <sys/resource.h>
 #include <sys/types.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,8 +39,8 @@ std::vector<std::string> with_original_open_files_limit(std::vector<std::string>
 // higher limit. `what` names the child for that log line.
 void restore_open_files_limit(pid_t pid, const std::string& what);
 
-// The same in a forked child before it executes (async-signal-safe: one setrlimit, no allocation). A
-// failure leaves the raised limit; the child goes on.
-void restore_open_files_limit_in_child() noexcept;
+// The limit a forked child sets before it executes (ChildSpec::open_files): the original one when
+// hvrun raised its own, else none.
+std::optional<rlimit> open_files_limit_for_children();
 
 }  // namespace hvrun

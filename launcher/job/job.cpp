@@ -13,10 +13,10 @@
 #include <optional>
 #include <spdlog/spdlog.h>
 
-#include "agent/rank_process.hpp"
 #include "agent/wire/control_message.hpp"
 #include "agent/wire/duration_text.hpp"
 #include "agent/wire/error.hpp"
+#include "agent/wire/exit_status.hpp"
 #include "agent/wire/job_secret.hpp"
 #include "launcher/base/shell_quote.hpp"
 #include "launcher/check/check_run.hpp"

@@ -1,6 +1,6 @@
 #include "launcher/job/rank_exits.hpp"
 
-#include "agent/rank_process.hpp"
+#include "agent/wire/exit_status.hpp"
 #include "launcher/base/exit_codes.hpp"
 
 namespace hvrun {

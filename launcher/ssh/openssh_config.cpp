@@ -1,32 +1,23 @@
 #include "launcher/ssh/openssh_config.hpp"
 
-#include <fcntl.h>
-#include <poll.h>
 #include <pwd.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
-#include <cerrno>
 #include <charconv>
 #include <cstring>
 #include <map>
 
+#include "agent/wire/child_process.hpp"
 #include "agent/wire/duration_text.hpp"
 #include "agent/wire/error.hpp"
-#include "agent/wire/unique_fd.hpp"
 #include "launcher/base/open_files_limit.hpp"
 #include "launcher/base/shell_quote.hpp"
-
-extern char** environ;
 
 namespace hvrun {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 constexpr std::size_t kOutputLimit = 1 << 20;  // `ssh -G` prints a few KiB
 
 // OpenSSH's IdentityFile defaults, printed by `ssh -G` only when the config names none.
@@ -59,94 +50,32 @@ std::string one_line(const std::string& text) {
   return out;
 }
 
-// A spawned child that is killed and reaped if it is still there when this goes away.
-class Child {
- public:
-  explicit Child(pid_t pid) : pid_(pid) {}
-  Child(const Child&) = delete;
-  Child& operator=(const Child&) = delete;
-  ~Child() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGKILL);
-    (void)wait();
-  }
-  int wait() {
-    int status = 0;
-    while (::waitpid(pid_, &status, 0) == -1) {
-      if (errno != EINTR) throw_errno("waitpid", "ssh -G");
-    }
-    pid_ = -1;
-    return status;
-  }
-
- private:
-  pid_t pid_;
-};
-
 struct Output {
   std::string out, err;
-  int status = 0;
+  ExitStatus status;
 };
 
 // Runs argv with stdin from /dev/null; both outputs read until they end, within `timeout`.
 Output run_capture(const std::vector<std::string>& args, const std::string& host, std::chrono::milliseconds timeout) {
-  Pipe out = make_pipe("stdout of ssh -G");
-  Pipe err = make_pipe("stderr of ssh -G");
-  posix_spawn_file_actions_t actions;
-  if (int rc = posix_spawn_file_actions_init(&actions); rc != 0) {
-    throw SystemError("posix_spawn_file_actions_init", "ssh -G for " + host, rc);
+  ChildSpec spec{.argv = args,
+                 .stdio = {ChildStream::dev_null(), ChildStream::pipe("stdout of ssh -G"),
+                           ChildStream::pipe("stderr of ssh -G")},
+                 .start_by = StartBy::kSpawn,
+                 .what = "ssh -G for " + host};
+  Child child;
+  try {
+    child = Child::start(spec);
+  } catch (const SpawnError& e) {
+    throw Error(host + ": cannot run '" + args[0] + " -G' to read the ssh config (posix_spawnp: " +
+                std::strerror(e.error_number()) + "); install OpenSSH's client (Debian: apt-get install openssh-client)");
   }
-  struct ActionsFree {
-    posix_spawn_file_actions_t* a;
-    ~ActionsFree() { posix_spawn_file_actions_destroy(a); }
-  } actions_free{&actions};
-  for (int rc : {posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0),
-                 posix_spawn_file_actions_adddup2(&actions, out.write.get(), 1),
-                 posix_spawn_file_actions_adddup2(&actions, err.write.get(), 2)}) {
-    if (rc != 0) throw SystemError("posix_spawn_file_actions", "ssh -G for " + host, rc);
+  restore_open_files_limit(child.pid(), spec.what);
+  std::optional<ChildOutput> output = child.read_outputs(timeout, kOutputLimit);
+  if (!output) {
+    throw Error(host + ": 'ssh -G' did not print the ssh config within " + seconds_text(timeout) +
+                " (a 'Match exec' command that hangs?); fix ~/.ssh/config or raise --ssh-connect-timeout");
   }
-  std::vector<char*> argv;
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  pid_t pid = -1;
-  if (int rc = posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), environ); rc != 0) {
-    throw Error(host + ": cannot run '" + args[0] + " -G' to read the ssh config (posix_spawnp: " + std::strerror(rc) +
-                "); install OpenSSH's client (Debian: apt-get install openssh-client)");
-  }
-  Child child(pid);
-  restore_open_files_limit(pid, "ssh -G for " + host);
-  out.write.reset();
-  err.write.reset();
-
-  Output result;
-  const auto deadline = Clock::now() + timeout;
-  std::array<pollfd, 2> fds = {pollfd{out.read.get(), POLLIN, 0}, pollfd{err.read.get(), POLLIN, 0}};
-  std::array<std::string*, 2> sinks = {&result.out, &result.err};
-  char buffer[4096];
-  while (fds[0].fd >= 0 || fds[1].fd >= 0) {
-    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0) {
-      throw Error(host + ": 'ssh -G' did not print the ssh config within " + seconds_text(timeout) +
-                  " (a 'Match exec' command that hangs?); fix ~/.ssh/config or raise --ssh-connect-timeout");
-    }
-    if (::poll(fds.data(), fds.size(), static_cast<int>(left)) == -1) {
-      if (errno == EINTR) continue;
-      throw_errno("poll", "ssh -G for " + host);
-    }
-    for (std::size_t i = 0; i < fds.size(); ++i) {
-      if (fds[i].fd < 0 || fds[i].revents == 0) continue;
-      const ssize_t n = ::read(fds[i].fd, buffer, sizeof buffer);
-      if (n == -1 && errno == EINTR) continue;
-      if (n == -1) throw_errno("read", "output of ssh -G for " + host);
-      if (n == 0) {
-        fds[i].fd = -1;
-        continue;
-      }
-      if (sinks[i]->size() < kOutputLimit) sinks[i]->append(buffer, static_cast<std::size_t>(n));
-    }
-  }
-  result.status = child.wait();
-  return result;
+  return Output{std::move(output->out), std::move(output->err), child.wait()};
 }
 
 }  // namespace
@@ -221,7 +150,7 @@ OpenSshHostConfig query_openssh_config(const std::string& host, const std::strin
   args.push_back("--");
   args.push_back(host);
   Output output = run_capture(args, host, timeout);
-  if (!WIFEXITED(output.status) || WEXITSTATUS(output.status) != 0) {
+  if (output.status.code != 0) {
     const std::string said = one_line(output.err);
     const std::string where = config_file.empty() ? "~/.ssh/config or /etc/ssh/ssh_config" : config_file;
     const std::string dash_f = config_file.empty() ? "" : "-F " + config_file + " ";

@@ -10,8 +10,10 @@
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
+#include <string_view>
 #include <vector>
 
+#include "agent/wire/byte_tail.hpp"
 #include "agent/wire/duration_text.hpp"
 #include "agent/wire/io_sizes.hpp"
 #include "launcher/base/io_thread.hpp"
@@ -78,7 +80,7 @@ class Bridge final : public IoClient {
   std::string exit_signal() const { return finished() ? channel_->exit_signal() : std::string(); }
   std::string stderr_tail() const {
     std::lock_guard lock(state_mu_);
-    return stderr_tail_;
+    return stderr_tail_.text();
   }
   std::string failure() const {
     std::lock_guard lock(state_mu_);
@@ -202,10 +204,7 @@ class Bridge final : public IoClient {
       if (n == SSH_ERROR) lose(core_->libssh_error());
       if (n <= 0) return;
       std::lock_guard lock(state_mu_);
-      stderr_tail_.append(buffer_.data(), static_cast<std::size_t>(n));
-      if (stderr_tail_.size() > SshExec::kStderrTailBytes) {
-        stderr_tail_.erase(0, stderr_tail_.size() - SshExec::kStderrTailBytes);
-      }
+      stderr_tail_.append(std::string_view(buffer_.data(), static_cast<std::size_t>(n)));
     }
   }
 
@@ -331,7 +330,7 @@ class Bridge final : public IoClient {
   mutable std::mutex state_mu_;
   mutable std::condition_variable state_cv_;
   bool finished_ = false;
-  std::string stderr_tail_;
+  ByteTail stderr_tail_{SshExec::kStderrTailBytes};
   std::string failure_;
 
   std::shared_ptr<IoThread> io_;  // last: attached after every member above exists, detached before they go

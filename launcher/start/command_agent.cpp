@@ -2,22 +2,19 @@
 
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <optional>
+#include <string_view>
 
-#include "agent/rank_process.hpp"
 #include "agent/wire/duration_text.hpp"
 #include "agent/wire/error.hpp"
 #include "launcher/base/io_thread.hpp"
 #include "launcher/base/open_files_limit.hpp"
-
-extern char** environ;
 
 namespace hvrun {
 
@@ -30,6 +27,11 @@ constexpr std::chrono::milliseconds kTermWait{1000};
 // The command has ended; what it wrote is in the pipe, unless a descendant still holds the pipe open.
 constexpr std::chrono::milliseconds kStderrEndWait{1000};
 
+// "exited with code 127 (command not found?)", "was killed by SIGTERM".
+std::string exit_text(const ExitStatus& status) {
+  return status.text() + (status.signal == 0 && status.code == 127 ? " (command not found?)" : "");
+}
+
 std::string last_line(std::string text) {
   while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
   const auto nl = text.find_last_of("\r\n");
@@ -41,65 +43,33 @@ std::string last_line(std::string text) {
 std::unique_ptr<CommandAgent> CommandAgent::start(const CommandAgentOptions& o) {
   if (o.argv.empty()) throw Error(o.host + ": no command to start the agent with");
   auto [ours, theirs] = make_socketpair("channel to the agent command");
-  Pipe err = make_pipe("stderr of the agent command");
   // With the user's own open files limit, which the command's descendants (the agent, the ranks) keep.
   const std::vector<std::string> command = with_original_open_files_limit(o.argv);
-  std::vector<char*> argv;
-  for (const auto& a : command) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
 
   std::unique_ptr<CommandAgent> agent(new CommandAgent(o.label));
   // posix_spawnp, not fork: this runs on a connection thread while others run, and a fork copies the
   // page tables of the whole process (which grows with the hosts) under its mm lock, then makes every
-  // other thread's next write a copy-on-write fault until the exec (issue 14: 13 ms of system time per
-  // host at 1000 hosts, 1.6 ms at 32). glibc's posix_spawn runs the child on the parent's memory
-  // (CLONE_VFORK) until it executes. The child: the channel as stdin and stdout, the stderr pipe as
-  // stderr (dup2 clears their close-on-exec; every other descriptor of hvrun is close-on-exec), its own
-  // process group (Ctrl-C reaches only hvrun), no blocked signals, default SIGPIPE (hvrun ignores it)
-  // and default handlers for the signals hvrun catches. No PR_SET_PDEATHSIG and no check that hvrun is
-  // still alive, as the forked child had (detach_child): the death signal fires when the spawning
-  // *thread* ends (srun took that SIGTERM for a cancel); and when hvrun dies, even before the spawn
+  // other thread's next write a copy-on-write fault until the exec (13 ms of system time per host at
+  // 1000 hosts). The channel is the command's stdin and stdout, the stderr pipe its stderr; its own
+  // process group (Ctrl-C reaches only hvrun). No PR_SET_PDEATHSIG: it fires when the spawning
+  // *thread* ends (srun takes that SIGTERM for a cancel); when hvrun dies, even before the spawn
   // returns, its end of the channel closes with it: the command's stdin ends, and so does the agent.
-  const std::string context = o.label + " for " + o.host;
-  posix_spawn_file_actions_t actions;
-  if (const int rc = ::posix_spawn_file_actions_init(&actions); rc != 0)
-    throw SystemError("posix_spawn_file_actions_init", context, rc);
-  struct ActionsFree {
-    posix_spawn_file_actions_t* a;
-    ~ActionsFree() { ::posix_spawn_file_actions_destroy(a); }
-  } actions_free{&actions};
-  for (const int rc : {::posix_spawn_file_actions_adddup2(&actions, theirs.get(), 0),
-                       ::posix_spawn_file_actions_adddup2(&actions, theirs.get(), 1),
-                       ::posix_spawn_file_actions_adddup2(&actions, err.write.get(), 2)}) {
-    if (rc != 0) throw SystemError("posix_spawn_file_actions_adddup2", context, rc);
-  }
-  posix_spawnattr_t attr;
-  if (const int rc = ::posix_spawnattr_init(&attr); rc != 0) throw SystemError("posix_spawnattr_init", context, rc);
-  struct AttrFree {
-    posix_spawnattr_t* a;
-    ~AttrFree() { ::posix_spawnattr_destroy(a); }
-  } attr_free{&attr};
-  sigset_t none, defaults;
-  sigemptyset(&none);
-  sigemptyset(&defaults);
-  for (const int s : {SIGPIPE, SIGINT, SIGTERM, SIGHUP}) sigaddset(&defaults, s);
-  for (const int rc : {::posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
-                                                            POSIX_SPAWN_SETSIGDEF),
-                       ::posix_spawnattr_setpgroup(&attr, 0), ::posix_spawnattr_setsigmask(&attr, &none),
-                       ::posix_spawnattr_setsigdefault(&attr, &defaults)}) {
-    if (rc != 0) throw SystemError("posix_spawnattr_set*", context, rc);
-  }
-  pid_t pid = -1;
-  if (const int rc = ::posix_spawnp(&pid, argv[0], &actions, &attr, argv.data(), environ); rc != 0) {
-    // glibc reports a failed exec here (the child ran on our memory); there is no exit code 127 to read.
+  ChildSpec spec{.argv = command,
+                 .stdio = {ChildStream::of_fd(theirs.get()), ChildStream::of_fd(theirs.get()),
+                           ChildStream::pipe("stderr of the agent command")},
+                 .own_group = true,
+                 .start_by = StartBy::kSpawn,
+                 .what = o.label + " for " + o.host};
+  try {
+    agent->child_ = Child::start(spec);
+  } catch (const SpawnError& e) {
+    const int rc = e.error_number();
     throw Error(o.host + ": cannot start " + o.label + ": posix_spawnp '" + command[0] + "': " + std::strerror(rc) +
                 (rc == ENOENT ? " (command not found?)" : "") + "; " + o.fix);
   }
-  agent->pid_ = pid;
   theirs.reset();
-  err.write.reset();
   agent->channel_ = std::move(ours);
-  agent->keep_stderr(std::move(err.read));
+  agent->keep_stderr(agent->child_.take_stream(2));
 
   // The agent's hello is its first bytes; peek, so the job's channel reads them itself.
   pollfd p{agent->channel_.get(), POLLIN, 0};
@@ -113,10 +83,10 @@ std::unique_ptr<CommandAgent> CommandAgent::start(const CommandAgentOptions& o) 
   if (retry_eintr([&] { return ::recv(agent->channel_.get(), &c, 1, MSG_PEEK); }) > 0) return agent;
 
   agent->channel_.reset();
-  const bool ended = agent->wait_exit(kExitWait);
+  const std::optional<ExitStatus> ended = agent->child_.wait_for(kExitWait);
   agent->wait_stderr_end(kStderrEndWait);
   const std::string said = last_line(agent->stderr_tail());
-  throw Error(o.host + ": " + o.label + (ended ? " " + agent->exit_text() : std::string(" closed its output")) +
+  throw Error(o.host + ": " + o.label + (ended ? " " + exit_text(*ended) : std::string(" closed its output")) +
               " before hvrun-agent said hello" + (said.empty() ? std::string() : " (it wrote: " + said + ")") +
               "; " + o.fix);
 }
@@ -138,8 +108,7 @@ class CommandAgent::StderrDrain final : public IoClient {
     if (got == 0 || (got < 0 && errno != EAGAIN)) return {.done = true};
     if (got > 0) {
       std::lock_guard lock(owner_.tail_mutex_);
-      owner_.tail_.append(buf, static_cast<std::size_t>(got));
-      if (owner_.tail_.size() > kStderrTailBytes) owner_.tail_.erase(0, owner_.tail_.size() - kStderrTailBytes);
+      owner_.tail_.append(std::string_view(buf, static_cast<std::size_t>(got)));
     }
     IoWant want;
     want.fd[0] = fd_.get();
@@ -162,7 +131,8 @@ class CommandAgent::StderrDrain final : public IoClient {
   std::shared_ptr<IoThread> io_;  // last: attached after the members above exist
 };
 
-CommandAgent::CommandAgent(std::string description) : description_(std::move(description)) {}
+CommandAgent::CommandAgent(std::string description)
+    : description_(std::move(description)), tail_(kStderrTailBytes) {}
 
 void CommandAgent::keep_stderr(UniqueFd err) {
   set_nonblocking(err.get(), "stderr of the agent command");
@@ -176,42 +146,22 @@ void CommandAgent::wait_stderr_end(std::chrono::milliseconds timeout) {
 
 std::string CommandAgent::stderr_tail() const {
   std::lock_guard lock(tail_mutex_);
-  return tail_;
-}
-
-bool CommandAgent::wait_exit(std::chrono::milliseconds timeout) {
-  if (pid_ < 0) return true;
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  for (auto pause = std::chrono::milliseconds(1);; pause = std::min(pause * 2, std::chrono::milliseconds(50))) {
-    const pid_t r = retry_eintr([&] { return ::waitpid(pid_, &status_, WNOHANG); });
-    if (r == pid_ || r < 0) {
-      pid_ = -1;
-      return true;
-    }
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(pause);
-  }
-}
-
-std::string CommandAgent::exit_text() const {
-  if (WIFSIGNALED(status_)) return "was killed by " + signal_name(WTERMSIG(status_));
-  const int code = WEXITSTATUS(status_);
-  return "exited with code " + std::to_string(code) + (code == 127 ? " (command not found?)" : "");
+  return tail_.text();
 }
 
 CommandAgent::~CommandAgent() {
   channel_.reset();
-  if (pid_ > 0) {
-    const pid_t group = pid_;
-    if (!wait_exit(kExitWait)) {
-      signal_group(group, SIGTERM);
-      if (!wait_exit(kTermWait)) {
-        signal_group(group, SIGKILL);
-        retry_eintr([&] { return ::waitpid(pid_, &status_, 0); });
-        pid_ = -1;
+  if (child_.pid() > 0) {
+    try {
+      if (!child_.wait_for(kExitWait)) {
+        child_.signal(SIGTERM);
+        if (!child_.wait_for(kTermWait)) child_.signal(SIGKILL);  // child_ reaps it
       }
+    } catch (const Error& e) {
+      spdlog::debug("stopping {}: {}", description_, e.what());
     }
   }
+  child_ = Child();  // reaped before the drain goes
   drain_.reset();
 }
 

@@ -4,8 +4,6 @@
 // here with the control channel on its stdin and stdout; it must pass both through untouched to the
 // agent it starts on HOST, and end when the agent ends. The job's secret is sent on that channel,
 // never in the command's argv or environment.
-#include <sys/types.h>
-
 #include <chrono>
 #include <condition_variable>
 #include <memory>
@@ -13,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "agent/wire/byte_tail.hpp"
+#include "agent/wire/child_process.hpp"
 #include "agent/wire/unique_fd.hpp"
 #include "launcher/start/host_agent.hpp"
 
@@ -45,22 +45,18 @@ class CommandAgent final : public HostAgent {
  private:
   explicit CommandAgent(std::string description);
   void keep_stderr(UniqueFd err);
-  // Waits up to `timeout` for the command; true when it has been reaped (status in status_).
-  bool wait_exit(std::chrono::milliseconds timeout);
-  std::string exit_text() const;  // "exited with code 127", "killed by SIGTERM"
   // Waits up to `timeout` for the drain to reach the end of the command's stderr, so that a command
   // which wrote its reason and exited is quoted whole; a descendant holding the pipe open bounds it.
   void wait_stderr_end(std::chrono::milliseconds timeout);
 
   std::string description_;
-  pid_t pid_ = -1;
-  int status_ = 0;
+  Child child_;
   UniqueFd channel_;
   // The command's stderr, drained by the launcher's I/O thread (launcher/base/io_thread.hpp) so it never
   // blocks on a full pipe; the last kStderrTailBytes are kept.
   class StderrDrain;
   mutable std::mutex tail_mutex_;
-  std::string tail_;
+  ByteTail tail_;
   bool stderr_ended_ = false;  // the drain has seen EOF or an error (guarded by tail_mutex_)
   std::condition_variable stderr_end_;
   std::unique_ptr<StderrDrain> drain_;  // last: detached before the members it writes go

@@ -1,0 +1,334 @@
+#include "agent/wire/child_process.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <algorithm>
+#include <string_view>
+#include <thread>
+#include <utility>
+
+#include "agent/wire/byte_tail.hpp"
+#include "agent/wire/invariant.hpp"
+
+extern char** environ;
+
+namespace hvrun {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Caught or ignored by hvrun and the agent; every child starts with them at their defaults.
+constexpr std::array<int, 4> kDefaultSignals = {SIGPIPE, SIGINT, SIGTERM, SIGHUP};
+
+// What a forked child reports through the close-on-exec status pipe when it cannot exec.
+struct ChildFailure {
+  SpawnError::Step step;
+  int err;
+};
+
+[[noreturn]] void child_fail(int fd, SpawnError::Step step) {
+  const ChildFailure f{step, errno};
+  // Nothing useful can be done if this write fails; the parent then sees an exit code of 127.
+  [[maybe_unused]] auto n = ::write(fd, &f, sizeof f);
+  ::_exit(127);
+}
+
+const std::string& program_of(const ChildSpec& spec) { return spec.program.empty() ? spec.argv[0] : spec.program; }
+
+std::string failure_text(const ChildSpec& spec, SpawnError::Step step, int err) {
+  const std::string reason = std::strerror(err);
+  switch (step) {
+    case SpawnError::Step::kChdir: return "cannot enter working directory '" + spec.cwd + "': " + reason;
+    case SpawnError::Step::kSetup: return "cannot set up the standard streams of '" + program_of(spec) + "': " + reason;
+    case SpawnError::Step::kExec: break;
+  }
+  return "cannot execute '" + program_of(spec) + "': " + reason;
+}
+
+// The descriptor the child gets as stream n, or -1 (inherit) or -2 (/dev/null); pipes are made here.
+struct PreparedStreams {
+  std::array<int, 3> child_fd{-1, -1, -1};
+  std::array<UniqueFd, 3> child_end, parent_end;
+};
+constexpr int kDevNull = -2;
+
+PreparedStreams prepare_streams(const ChildSpec& spec) {
+  PreparedStreams s;
+  for (std::size_t n = 0; n < 3; ++n) {
+    const ChildStream& c = spec.stdio[n];
+    switch (c.kind) {
+      case ChildStream::Kind::kInherit: break;
+      case ChildStream::Kind::kDevNull: s.child_fd[n] = kDevNull; break;
+      case ChildStream::Kind::kFd:
+        HVRUN_INVARIANT(c.fd >= 0);
+        s.child_fd[n] = c.fd;
+        break;
+      case ChildStream::Kind::kPipe: {
+        Pipe p = make_pipe(c.what);
+        // The child reads stdin from the pipe and writes its outputs into it.
+        s.child_end[n] = std::move(n == 0 ? p.read : p.write);
+        s.parent_end[n] = std::move(n == 0 ? p.write : p.read);
+        s.child_fd[n] = s.child_end[n].get();
+        break;
+      }
+    }
+  }
+  return s;
+}
+
+// In the forked child: stream n from `fd` (-1: left as it is). Async-signal-safe.
+bool set_stream(int n, int fd) noexcept {
+  if (fd == -1) return true;
+  if (fd == kDevNull) {
+    const int null_fd = ::open("/dev/null", (n == 0 ? O_RDONLY : O_WRONLY) | O_CLOEXEC);
+    if (null_fd < 0) return false;
+    fd = null_fd;
+  }
+  // dup2 onto itself keeps close-on-exec set; the flag is cleared by hand then.
+  if (fd == n) return ::fcntl(n, F_SETFD, 0) == 0;
+  return ::dup2(fd, n) == n;
+}
+
+pid_t fork_child(const ChildSpec& spec, const PreparedStreams& streams) {
+  Pipe status = make_pipe(("exec status of " + spec.what).c_str());
+  // Everything the child touches is prepared before fork: after it, only async-signal-safe calls.
+  const CStringArray argv(spec.argv);
+  const std::string& program = program_of(spec);
+  const std::optional<CStringArray> envp = spec.env ? std::optional<CStringArray>(CStringArray(*spec.env)) : std::nullopt;
+  const pid_t parent = ::getpid();
+  struct sigaction default_action{};
+  default_action.sa_handler = SIG_DFL;
+  sigset_t none;
+  sigemptyset(&none);
+
+  const pid_t pid = ::fork();
+  if (pid < 0) throw_errno("fork", "starting " + spec.what);
+  if (pid == 0) {
+    const int sfd = status.write.get();
+    if (spec.own_group) ::setpgid(0, 0);
+    if (spec.death_signal != 0) {
+      ::prctl(PR_SET_PDEATHSIG, spec.death_signal);
+      // Armed after the parent may have died: then no signal comes, and the child must not run alone.
+      if (::getppid() != parent) ::_exit(127);
+    }
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    for (const int s : kDefaultSignals) ::sigaction(s, &default_action, nullptr);
+    // A failure leaves the parent's limit; the child goes on.
+    if (spec.open_files) (void)::setrlimit(RLIMIT_NOFILE, &*spec.open_files);
+    for (int n = 0; n < 3; ++n) {
+      if (!set_stream(n, streams.child_fd[static_cast<std::size_t>(n)])) child_fail(sfd, SpawnError::Step::kSetup);
+    }
+    if (!spec.cwd.empty() && ::chdir(spec.cwd.c_str()) != 0) child_fail(sfd, SpawnError::Step::kChdir);
+    // execvp searches the PATH of `environ`, so the child's own PATH decides.
+    if (envp) environ = const_cast<char**>(envp->get());
+    ::execvp(program.c_str(), argv.get());
+    child_fail(sfd, SpawnError::Step::kExec);
+  }
+  // Also from the parent, so that a signal sent right after the start reaches the right group.
+  if (spec.own_group) ::setpgid(pid, pid);
+  status.write.reset();
+
+  ChildFailure failure{};
+  const ssize_t n = retry_eintr([&] { return ::read(status.read.get(), &failure, sizeof failure); });
+  if (n == static_cast<ssize_t>(sizeof failure)) {
+    retry_eintr([&] { return ::waitpid(pid, nullptr, 0); });
+    throw SpawnError(failure_text(spec, failure.step, failure.err), failure.step, failure.err);
+  }
+  return pid;
+}
+
+pid_t spawn_child(const ChildSpec& spec, const PreparedStreams& streams) {
+  HVRUN_INVARIANT_MSG(!spec.env && spec.cwd.empty() && spec.death_signal == 0 && !spec.open_files,
+                      "posix_spawnp runs no code in the child: " + spec.what);
+  posix_spawn_file_actions_t actions;
+  if (const int rc = ::posix_spawn_file_actions_init(&actions); rc != 0)
+    throw SystemError("posix_spawn_file_actions_init", spec.what, rc);
+  struct ActionsFree {
+    posix_spawn_file_actions_t* a;
+    ~ActionsFree() { ::posix_spawn_file_actions_destroy(a); }
+  } actions_free{&actions};
+  for (int n = 0; n < 3; ++n) {
+    const int fd = streams.child_fd[static_cast<std::size_t>(n)];
+    if (fd == -1) continue;
+    const int rc = fd == kDevNull
+                       ? ::posix_spawn_file_actions_addopen(&actions, n, "/dev/null", n == 0 ? O_RDONLY : O_WRONLY, 0)
+                       : ::posix_spawn_file_actions_adddup2(&actions, fd, n);
+    if (rc != 0) throw SystemError("posix_spawn_file_actions", spec.what, rc);
+  }
+  posix_spawnattr_t attr;
+  if (const int rc = ::posix_spawnattr_init(&attr); rc != 0) throw SystemError("posix_spawnattr_init", spec.what, rc);
+  struct AttrFree {
+    posix_spawnattr_t* a;
+    ~AttrFree() { ::posix_spawnattr_destroy(a); }
+  } attr_free{&attr};
+  sigset_t none, defaults;
+  sigemptyset(&none);
+  sigemptyset(&defaults);
+  for (const int s : kDefaultSignals) sigaddset(&defaults, s);
+  const short flags = static_cast<short>(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
+                                         (spec.own_group ? POSIX_SPAWN_SETPGROUP : 0));
+  for (const int rc : {::posix_spawnattr_setflags(&attr, flags), ::posix_spawnattr_setpgroup(&attr, 0),
+                       ::posix_spawnattr_setsigmask(&attr, &none), ::posix_spawnattr_setsigdefault(&attr, &defaults)}) {
+    if (rc != 0) throw SystemError("posix_spawnattr_set*", spec.what, rc);
+  }
+  const CStringArray argv(spec.argv);
+  pid_t pid = -1;
+  // glibc reports a failed exec here (the child ran on our memory until then): no exit code 127 to read.
+  if (const int rc = ::posix_spawnp(&pid, program_of(spec).c_str(), &actions, &attr, argv.get(), environ); rc != 0)
+    throw SpawnError(failure_text(spec, SpawnError::Step::kExec, rc), SpawnError::Step::kExec, rc);
+  return pid;  // the child has executed: its group was set before (POSIX_SPAWN_SETPGROUP)
+}
+
+}  // namespace
+
+CStringArray::CStringArray(const std::vector<std::string>& strings) {
+  pointers_.reserve(strings.size() + 1);
+  for (const auto& s : strings) pointers_.push_back(const_cast<char*>(s.c_str()));
+  pointers_.push_back(nullptr);
+}
+
+Child Child::start(const ChildSpec& spec) {
+  if (spec.argv.empty()) throw SpawnError(spec.what + ": no command to execute", SpawnError::Step::kExec, ENOENT);
+  PreparedStreams streams = prepare_streams(spec);
+  Child child;
+  child.pid_ = spec.start_by == StartBy::kSpawn ? spawn_child(spec, streams) : fork_child(spec, streams);
+  child.leads_group_ = spec.own_group;
+  child.what_ = spec.what;
+  child.streams_ = std::move(streams.parent_end);
+  return child;
+}
+
+Child::~Child() { kill_and_reap(); }
+
+void Child::kill_and_reap() noexcept {
+  if (pid_ <= 0 || status_) return;
+  try {
+    signal(SIGKILL);
+  } catch (const Error&) {
+    // kill can only fail with EPERM here, which our own child cannot give; the wait still reaps it.
+  }
+  int st = 0;
+  retry_eintr([&] { return ::waitpid(pid_, &st, 0); });
+  pid_ = -1;
+}
+
+Child::Child(Child&& other) noexcept
+    : pid_(std::exchange(other.pid_, -1)),
+      leads_group_(other.leads_group_),
+      what_(std::move(other.what_)),
+      streams_(std::move(other.streams_)),
+      status_(std::exchange(other.status_, std::nullopt)) {}
+
+Child& Child::operator=(Child&& other) noexcept {
+  if (this != &other) {
+    kill_and_reap();
+    pid_ = std::exchange(other.pid_, -1);
+    leads_group_ = other.leads_group_;
+    what_ = std::move(other.what_);
+    streams_ = std::move(other.streams_);
+    status_ = std::exchange(other.status_, std::nullopt);
+  }
+  return *this;
+}
+
+UniqueFd Child::take_stream(int n) {
+  HVRUN_INVARIANT(n >= 0 && n < 3);
+  return std::move(streams_[static_cast<std::size_t>(n)]);
+}
+
+void Child::reaped(int wait_status) { status_ = ExitStatus::of(wait_status); }
+
+std::optional<ExitStatus> Child::try_wait() {
+  if (status_) return status_;
+  HVRUN_INVARIANT_MSG(pid_ > 0, "a wait on a Child handle that owns no child: " + what_);
+  int st = 0;
+  const pid_t r = retry_eintr([&] { return ::waitpid(pid_, &st, WNOHANG); });
+  if (r == 0) return std::nullopt;
+  if (r < 0) lost();
+  reaped(st);
+  return status_;
+}
+
+ExitStatus Child::wait() {
+  if (status_) return *status_;
+  HVRUN_INVARIANT_MSG(pid_ > 0, "a wait on a Child handle that owns no child: " + what_);
+  int st = 0;
+  if (retry_eintr([&] { return ::waitpid(pid_, &st, 0); }) < 0) lost();
+  reaped(st);
+  return *status_;
+}
+
+void Child::lost() {
+  // ECHILD: reaped elsewhere (waitpid(-1), SIGCHLD ignored); how it ended is not known.
+  const int err = errno;
+  pid_ = -1;
+  throw SystemError("waitpid", what_, err);
+}
+
+std::optional<ExitStatus> Child::wait_for(std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  for (auto pause = std::chrono::milliseconds(1);; pause = std::min(pause * 2, std::chrono::milliseconds(50))) {
+    if (auto s = try_wait()) return s;
+    const auto now = Clock::now();
+    if (now >= deadline) return std::nullopt;
+    std::this_thread::sleep_for(std::min<Clock::duration>(pause, deadline - now));
+  }
+}
+
+void Child::signal(int sig) {
+  if (pid_ <= 0 || status_) return;  // never a signal to a pid that may have been reused
+  if (leads_group_) {
+    signal_group(pid_, sig);
+  } else if (::kill(pid_, sig) != 0 && errno != ESRCH) {
+    throw_errno("kill", what_);
+  }
+}
+
+pid_t Child::release() {
+  streams_ = {};
+  return std::exchange(pid_, -1);
+}
+
+std::optional<ChildOutput> Child::read_outputs(std::chrono::milliseconds timeout, std::size_t limit) {
+  const auto deadline = Clock::now() + timeout;
+  std::array<ByteTail, 2> tails{ByteTail(limit), ByteTail(limit)};
+  std::array<pollfd, 2> fds = {pollfd{streams_[1].get(), POLLIN, 0}, pollfd{streams_[2].get(), POLLIN, 0}};
+  char buffer[4096];
+  while (fds[0].fd >= 0 || fds[1].fd >= 0) {
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) return std::nullopt;
+    if (::poll(fds.data(), fds.size(), static_cast<int>(left)) == -1) {
+      if (errno == EINTR) continue;
+      throw_errno("poll", what_);
+    }
+    for (std::size_t i = 0; i < fds.size(); ++i) {
+      if (fds[i].fd < 0 || fds[i].revents == 0) continue;
+      const ssize_t n = ::read(fds[i].fd, buffer, sizeof buffer);
+      if (n == -1 && errno == EINTR) continue;
+      if (n == -1) throw_errno("read", "output of " + what_);
+      if (n == 0) {
+        fds[i].fd = -1;
+        streams_[i + 1].reset();
+        continue;
+      }
+      tails[i].append(std::string_view(buffer, static_cast<std::size_t>(n)));
+    }
+  }
+  return ChildOutput{tails[0].text(), tails[1].text()};
+}
+
+void signal_group(pid_t pgid, int sig) {
+  if (pgid <= 0) return;
+  if (::kill(-pgid, sig) != 0 && errno != ESRCH) throw_errno("kill", "process group " + std::to_string(pgid));
+}
+
+}  // namespace hvrun

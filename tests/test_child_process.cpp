@@ -1,0 +1,212 @@
+// The one owner of child processes (agent/wire/child_process.hpp): exec failures with the program and
+// strerror, exit codes and 128+N, process groups, PR_SET_PDEATHSIG, the handle that never leaves a
+// zombie, and the bounded tail of an output (agent/wire/byte_tail.hpp).
+#include <catch2/catch.hpp>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "agent/wire/byte_tail.hpp"
+#include "agent/wire/child_process.hpp"
+#include "agent/wire/exit_status.hpp"
+#include "tests/support/child_process.hpp"
+
+using namespace hvrun;
+using namespace std::chrono_literals;
+
+namespace {
+
+ChildSpec shell(const std::string& script, StartBy by = StartBy::kFork) {
+  return ChildSpec{.argv = {"/bin/sh", "-c", script}, .start_by = by, .what = "a test shell"};
+}
+
+// Polls until `pid` is a zombie or gone (it is not our child to reap), at most `timeout`.
+bool ends_within(pid_t pid, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!test::is_zombie_or_gone(pid)) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(5ms);
+  }
+  return true;
+}
+
+// Waits for our own child `pid` without a Child handle, at most `timeout`; -1 when it did not end.
+int raw_wait(pid_t pid, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    int status = 0;
+    const pid_t r = ::waitpid(pid, &status, WNOHANG);
+    if (r == pid) return status;
+    if (r < 0 || std::chrono::steady_clock::now() >= deadline) return -1;
+    std::this_thread::sleep_for(5ms);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a program that cannot be executed is reported with its name and strerror", "[child_process]") {
+  for (const StartBy by : {StartBy::kFork, StartBy::kSpawn}) {
+    ChildSpec spec{.argv = {"hvrun-no-such-program-xyz"}, .start_by = by, .what = "a test program"};
+    try {
+      Child::start(spec);
+      FAIL("started a program that does not exist");
+    } catch (const SpawnError& e) {
+      CHECK(std::string(e.what()) == "cannot execute 'hvrun-no-such-program-xyz': No such file or directory");
+      CHECK(e.step() == SpawnError::Step::kExec);
+      CHECK(e.error_number() == ENOENT);
+    }
+  }
+  ChildSpec in_missing_dir{.argv = {"/bin/true"}, .cwd = "/hvrun-no-such-dir", .what = "a test program"};
+  try {
+    Child::start(in_missing_dir);
+    FAIL("started in a directory that does not exist");
+  } catch (const SpawnError& e) {
+    CHECK(std::string(e.what()) == "cannot enter working directory '/hvrun-no-such-dir': No such file or directory");
+    CHECK(e.step() == SpawnError::Step::kChdir);
+  }
+  ChildSpec not_executable{.argv = {"/etc/passwd"}, .what = "a test program"};
+  CHECK_THROWS_WITH(Child::start(not_executable), "cannot execute '/etc/passwd': Permission denied");
+}
+
+TEST_CASE("a wait status becomes an exit code, 128+N for signal N, and its words", "[child_process]") {
+  for (const StartBy by : {StartBy::kFork, StartBy::kSpawn}) {
+    Child exits = Child::start(shell("exit 3", by));
+    const ExitStatus three = exits.wait();
+    CHECK(three.code == 3);
+    CHECK(three.signal == 0);
+    CHECK(three.text() == "exited with code 3");
+    CHECK(exits.wait().code == 3);  // reaped once, remembered
+
+    Child killed = Child::start(shell("kill -TERM $$", by));
+    const ExitStatus term = killed.wait();
+    CHECK(term.code == 128 + SIGTERM);
+    CHECK(term.signal == SIGTERM);
+    CHECK(term.text() == "was killed by SIGTERM");
+  }
+  CHECK(signal_name(SIGSEGV) == "SIGSEGV");
+  CHECK(signal_name(SIGKILL) == "SIGKILL");
+  CHECK(signal_name(12345) == "signal 12345");
+}
+
+TEST_CASE("the environment, working directory and streams the spec gives reach the child", "[child_process]") {
+  ChildSpec spec = shell("echo \"$HVRUN_TEST_X $(pwd)\"; echo oops >&2; read line; echo \"stdin:$line\"");
+  spec.env = std::vector<std::string>{"PATH=/usr/bin:/bin", "HVRUN_TEST_X=42"};
+  spec.cwd = "/tmp";
+  spec.stdio = {ChildStream::dev_null(), ChildStream::pipe("stdout of a test"), ChildStream::pipe("stderr of a test")};
+  Child child = Child::start(spec);
+  const auto output = child.read_outputs(10s, 4096);
+  REQUIRE(output.has_value());
+  CHECK(output->out == "42 /tmp\nstdin:\n");
+  CHECK(output->err == "oops\n");
+  CHECK(child.wait().code == 0);
+
+  // A descriptor of the caller's, by posix_spawnp.
+  Pipe pipe = make_pipe("test pipe");
+  ChildSpec spawned = shell("echo spawned", StartBy::kSpawn);
+  spawned.stdio[1] = ChildStream::of_fd(pipe.write.get());
+  Child other = Child::start(spawned);
+  pipe.write.reset();
+  CHECK(other.wait().code == 0);
+  char buf[64] = {};
+  CHECK(::read(pipe.read.get(), buf, sizeof buf) == 8);
+  CHECK(std::string(buf) == "spawned\n");
+}
+
+TEST_CASE("a signal to a child that leads its group reaches its descendants too", "[child_process]") {
+  for (const StartBy by : {StartBy::kFork, StartBy::kSpawn}) {
+    ChildSpec spec = shell("sleep 1000 & echo $!; wait", by);
+    spec.own_group = true;
+    spec.stdio[1] = ChildStream::pipe("stdout of a test");
+    Child child = Child::start(spec);
+    CHECK(::getpgid(child.pid()) == child.pid());
+    UniqueFd out = child.take_stream(1);
+    std::string line;
+    char c = 0;
+    while (::read(out.get(), &c, 1) == 1 && c != '\n') line += c;
+    const pid_t grandchild = static_cast<pid_t>(std::stol(line));
+    CHECK(::getpgid(grandchild) == child.pid());
+
+    child.signal(SIGTERM);
+    const auto status = child.wait_for(10s);
+    REQUIRE(status.has_value());
+    CHECK(status->signal == SIGTERM);
+    CHECK(ends_within(grandchild, 10s));
+    child.signal(SIGKILL);  // reaped: nothing is sent to a pid that may have been reused
+  }
+}
+
+TEST_CASE("a child with a death signal ends when the thread that started it ends", "[child_process]") {
+  pid_t pid = -1;
+  std::thread starter([&] {
+    ChildSpec spec{.argv = {"sleep", "1000"}, .death_signal = SIGKILL, .what = "a test sleeper"};
+    pid = Child::start(spec).release();
+  });
+  starter.join();
+  REQUIRE(pid > 0);
+  const int status = raw_wait(pid, 10s);
+  REQUIRE(status != -1);
+  CHECK(WIFSIGNALED(status));
+  CHECK(WTERMSIG(status) == SIGKILL);
+
+  // Without one it outlives its starter thread (and the handle kills it).
+  std::optional<Child> kept;
+  std::thread other([&] { kept = Child::start(ChildSpec{.argv = {"sleep", "1000"}, .what = "a test sleeper"}); });
+  other.join();
+  CHECK_FALSE(kept->wait_for(200ms).has_value());
+}
+
+TEST_CASE("a child whose handle goes is killed and reaped, never left a zombie", "[child_process]") {
+  pid_t pid = -1;
+  {
+    Child child = Child::start(ChildSpec{.argv = {"sleep", "1000"}, .what = "a test sleeper"});
+    pid = child.pid();
+    const auto before = std::chrono::steady_clock::now();
+    CHECK_FALSE(child.wait_for(50ms).has_value());
+    CHECK(std::chrono::steady_clock::now() - before < 5s);
+    Child moved = std::move(child);
+    CHECK(child.pid() == -1);
+    CHECK(moved.pid() == pid);
+  }
+  // Reaped, not a zombie: /proc has no entry left for it.
+  CHECK(::kill(pid, 0) == -1);
+  CHECK(errno == ESRCH);
+}
+
+TEST_CASE("a bounded tail keeps the last bytes of a stream", "[child_process]") {
+  ByteTail tail(8);
+  tail.append("abc");
+  CHECK(tail.text() == "abc");
+  tail.append("defghij");
+  CHECK(tail.text() == "cdefghij");
+  tail.append(std::string(100, 'x') + "12345678");
+  CHECK(tail.text() == "12345678");
+
+  // A child's outputs, each to `limit` bytes, the last ones kept.
+  ChildSpec spec = shell("i=0; while [ $i -lt 2000 ]; do printf 'line %05d\\n' $i >&2; i=$((i+1)); done; echo END >&2",
+                         StartBy::kSpawn);
+  spec.stdio[1] = ChildStream::pipe("stdout of a test");
+  spec.stdio[2] = ChildStream::pipe("stderr of a test");
+  Child child = Child::start(spec);
+  const auto output = child.read_outputs(30s, 4096);
+  REQUIRE(output.has_value());
+  CHECK(output->out.empty());
+  CHECK(output->err.size() == 4096);
+  CHECK_THAT(output->err, Catch::EndsWith("line 01999\nEND\n"));
+  CHECK(child.wait().code == 0);
+}
+
+TEST_CASE("reading a child's outputs stops at the deadline", "[child_process]") {
+  ChildSpec spec{.argv = {"sleep", "1000"},
+                 .stdio = {ChildStream::inherit(), ChildStream::pipe("stdout of a test"), ChildStream::inherit()},
+                 .what = "a test sleeper"};
+  Child child = Child::start(spec);
+  const auto before = std::chrono::steady_clock::now();
+  CHECK_FALSE(child.read_outputs(100ms, 4096).has_value());
+  CHECK(std::chrono::steady_clock::now() - before < 5s);
+}
