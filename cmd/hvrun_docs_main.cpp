@@ -2,7 +2,6 @@
 // definitions hvrun parses with (launcher/cli/cli_bindings.hpp), so that neither can drift from the parser.
 // The build runs it (cmd/CMakeLists.txt); the install puts both under share/.
 //   hvrun-docs MAN_PAGE COMPLETION_SCRIPT
-#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -18,6 +17,7 @@
 
 #include "hvrun/version.hpp"
 #include "launcher/cli/cli_bindings.hpp"
+#include "launcher/cli/help_formatter.hpp"
 #include "launcher/cli/launch_options.hpp"
 
 namespace {
@@ -54,7 +54,7 @@ std::vector<std::string> split_names(const std::string& joined) {
 }
 
 // Every option of `app` in definition order, named as hvrun's --help names it (its formatter spells
-// -np, which CLI11 cannot declare).
+// -np, which CLI11 cannot declare) and with the value names the help shows.
 std::vector<OptionDoc> options_of(const CLI::App& app) {
   const auto formatter = std::dynamic_pointer_cast<CLI::Formatter>(app.get_formatter());
   std::vector<OptionDoc> docs;
@@ -62,7 +62,7 @@ std::vector<OptionDoc> options_of(const CLI::App& app) {
     if (opt->get_positional()) continue;
     OptionDoc doc;
     doc.names = split_names(formatter ? formatter->make_option_name(opt, false) : opt->get_name(false, true));
-    if (opt->get_type_size_max() > 0) doc.type = opt->get_type_name();
+    doc.type = hvrun::HelpFormatter::value_name(*opt);
     doc.description = opt->get_description();
     doc.default_text = opt->get_default_str();
     doc.group = opt->get_group();
@@ -83,6 +83,7 @@ std::string roff(std::string_view text) {
   return out;
 }
 
+// The man page's OPTIONS: the help's groups in the help's order (HelpFormatter::group_order).
 std::string man_page(const CLI::App& app, const std::vector<OptionDoc>& options) {
   std::ostringstream m;
   m << ".TH HVRUN 1 \"\" \"hvrun " << hvrun::kVersion << "\" \"User Commands\"\n";
@@ -103,10 +104,7 @@ std::string man_page(const CLI::App& app, const std::vector<OptionDoc>& options)
   }
   if (in_example) m << ".fi\n.RE\n";
   m << ".SH OPTIONS\n";
-  std::vector<std::string> groups;
-  for (const auto& o : options)
-    if (!o.group.empty() && std::find(groups.begin(), groups.end(), o.group) == groups.end()) groups.push_back(o.group);
-  for (const auto& group : groups) {
+  for (const auto& group : hvrun::HelpFormatter::group_order(app)) {
     m << ".SS " << roff(group) << "\n";
     for (const auto& o : options) {
       if (o.group != group) continue;

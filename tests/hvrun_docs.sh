@@ -13,8 +13,9 @@ fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 ok() { echo "ok: $*"; }
 
-# The long options of --help's option lines (the footer's example command is not an option line).
-mapfile -t longs < <("$build/cmd/hvrun" --help | grep -E '^ +-' | awk '{print $1}' | tr ',' '\n' | grep -E '^--.' | sort -u)
+# The long options of --help's option lines, which start at column 2 (a description's wrapped lines start
+# further right, and the footer's example command is not an option line).
+mapfile -t longs < <("$build/cmd/hvrun" --help | grep -E '^  -' | awk '{print $1}' | tr ',' '\n' | grep -E '^--.' | sort -u)
 ((${#longs[@]} > 30)) || fail "found only ${#longs[@]} long options in hvrun --help"
 missing=()
 for opt in "${longs[@]}"; do

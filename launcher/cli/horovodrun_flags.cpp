@@ -9,83 +9,115 @@
 #include "agent/wire/error.hpp"
 #include "hvrun/version.hpp"
 #include "launcher/base/program_path.hpp"
+#include "launcher/cli/help_formatter.hpp"
 
 namespace hvrun {
 
 namespace {
 
-// Knobs that take a value: (flag, dest, type name for --help).
+namespace g = help_group;
+
+// Knobs that take a value: (flag, dest, type name for --help, help group, help). Their defaults are
+// Horovod's own (v0.28.1): hvrun sets the variable only when the knob is given.
 struct ValueKnob {
   const char* flag;
   const char* dest;
   const char* type;
+  const char* group;
   const char* help;
 };
 constexpr std::array kValueKnobs{
-    ValueKnob{"--fusion-threshold-mb", "fusion_threshold_mb", "MB", "HOROVOD_FUSION_THRESHOLD (in bytes)"},
-    ValueKnob{"--cycle-time-ms", "cycle_time_ms", "MS", "HOROVOD_CYCLE_TIME"},
-    ValueKnob{"--cache-capacity", "cache_capacity", "N", "HOROVOD_CACHE_CAPACITY"},
-    ValueKnob{"--autotune-log-file", "autotune_log_file", "FILE", "HOROVOD_AUTOTUNE_LOG (with --autotune)"},
-    ValueKnob{"--autotune-warmup-samples", "autotune_warmup_samples", "N", "HOROVOD_AUTOTUNE_WARMUP_SAMPLES"},
-    ValueKnob{"--autotune-steps-per-sample", "autotune_steps_per_sample", "N", "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE"},
-    ValueKnob{"--autotune-bayes-opt-max-samples", "autotune_bayes_opt_max_samples", "N",
-              "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES"},
-    ValueKnob{"--autotune-gaussian-process-noise", "autotune_gaussian_process_noise", "X",
-              "HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE"},
-    ValueKnob{"--timeline-filename", "timeline_filename", "FILE", "HOROVOD_TIMELINE"},
-    ValueKnob{"--stall-check-warning-time-seconds", "stall_check_warning_time_seconds", "SECONDS",
-              "HOROVOD_STALL_CHECK_TIME_SECONDS"},
-    ValueKnob{"--stall-check-shutdown-time-seconds", "stall_check_shutdown_time_seconds", "SECONDS",
-              "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS"},
-    ValueKnob{"--num-nccl-streams", "num_nccl_streams", "N", "HOROVOD_NUM_NCCL_STREAMS"},
-    ValueKnob{"--thread-affinity", "thread_affinity", "N", "HOROVOD_THREAD_AFFINITY"},
-    ValueKnob{"--gloo-timeout-seconds", "gloo_timeout_seconds", "SECONDS", "HOROVOD_GLOO_TIMEOUT_SECONDS"},
-    ValueKnob{"--log-level", "log_level", "LEVEL",
-              "HOROVOD_LOG_LEVEL: TRACE, DEBUG, INFO, WARNING, ERROR, FATAL (any case); "
-              "hvrun's own: --hvrun-log-level"},
+    ValueKnob{"--fusion-threshold-mb", "fusion_threshold_mb", "MB", g::kTuning,
+              "Fusion buffer: HOROVOD_FUSION_THRESHOLD, in bytes (Horovod: 128)"},
+    ValueKnob{"--cycle-time-ms", "cycle_time_ms", "MS", g::kTuning,
+              "Delay between fusion cycles: HOROVOD_CYCLE_TIME (Horovod: 1)"},
+    ValueKnob{"--cache-capacity", "cache_capacity", "N", g::kTuning,
+              "Tensor names cached: HOROVOD_CACHE_CAPACITY (Horovod: 1024)"},
+    ValueKnob{"--autotune-log-file", "autotune_log_file", "FILE", g::kAutotune,
+              "CSV of the trials: HOROVOD_AUTOTUNE_LOG (with --autotune)"},
+    ValueKnob{"--autotune-warmup-samples", "autotune_warmup_samples", "N", g::kAutotune,
+              "HOROVOD_AUTOTUNE_WARMUP_SAMPLES (Horovod: 3)"},
+    ValueKnob{"--autotune-steps-per-sample", "autotune_steps_per_sample", "N", g::kAutotune,
+              "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE (Horovod: 10)"},
+    ValueKnob{"--autotune-bayes-opt-max-samples", "autotune_bayes_opt_max_samples", "N", g::kAutotune,
+              "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES (Horovod: 20)"},
+    ValueKnob{"--autotune-gaussian-process-noise", "autotune_gaussian_process_noise", "X", g::kAutotune,
+              "HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE in [0, 1] (Horovod: 0.8)"},
+    ValueKnob{"--timeline-filename", "timeline_filename", "FILE", g::kAutotune,
+              "Record Horovod's events as a JSON timeline: HOROVOD_TIMELINE"},
+    ValueKnob{"--stall-check-warning-time-seconds", "stall_check_warning_time_seconds", "SECONDS", g::kAutotune,
+              "Warn of stalls: HOROVOD_STALL_CHECK_TIME_SECONDS (Horovod: 60)"},
+    ValueKnob{"--stall-check-shutdown-time-seconds", "stall_check_shutdown_time_seconds", "SECONDS", g::kAutotune,
+              "Stop on stalls: HOROVOD_STALL_SHUTDOWN_TIME_SECONDS (Horovod: 0)"},
+    ValueKnob{"--num-nccl-streams", "num_nccl_streams", "N", g::kTuning,
+              "NCCL streams: HOROVOD_NUM_NCCL_STREAMS (Horovod: 1)"},
+    ValueKnob{"--thread-affinity", "thread_affinity", "N", g::kTuning,
+              "CPU of Horovod's background thread: HOROVOD_THREAD_AFFINITY"},
+    ValueKnob{"--gloo-timeout-seconds", "gloo_timeout_seconds", "SECONDS", g::kTuning,
+              "Gloo operation timeout: HOROVOD_GLOO_TIMEOUT_SECONDS (Horovod: 30)"},
+    ValueKnob{"--log-level", "log_level", "LEVEL", g::kAutotune,
+              "HOROVOD_LOG_LEVEL: TRACE, DEBUG, INFO, WARNING, ERROR, FATAL, any case (Horovod: "
+              "WARNING); hvrun's own: --hvrun-log-level"},
 };
 
-// Boolean knobs in pairs that exclude each other: (flag, dest, value it sets).
+// Boolean knobs in pairs that exclude each other: (flag, dest, value it sets, help group, help).
 struct FlagKnob {
   const char* flag;
   const char* dest;
   bool value;
+  const char* group;
   const char* help;  // "" hides it, as horovodrun hides it
 };
 constexpr std::array kFlagPairs{
-    std::array{FlagKnob{"--hierarchical-allreduce", "hierarchical_allreduce", true, "HOROVOD_HIERARCHICAL_ALLREDUCE=1"},
-               FlagKnob{"--no-hierarchical-allreduce", "hierarchical_allreduce", false,
-                        "HOROVOD_HIERARCHICAL_ALLREDUCE=0"}},
-    std::array{FlagKnob{"--hierarchical-allgather", "hierarchical_allgather", true, "HOROVOD_HIERARCHICAL_ALLGATHER=1"},
-               FlagKnob{"--no-hierarchical-allgather", "hierarchical_allgather", false,
-                        "HOROVOD_HIERARCHICAL_ALLGATHER=0"}},
-    std::array{FlagKnob{"--torus-allreduce", "torus_allreduce", true, "HOROVOD_TORUS_ALLREDUCE=1"},
-               FlagKnob{"--no-torus-allreduce", "torus_allreduce", false, "HOROVOD_TORUS_ALLREDUCE=0"}},
-    std::array{FlagKnob{"--autotune", "autotune", true, "HOROVOD_AUTOTUNE=1 (and the --autotune-* values)"},
-               FlagKnob{"--no-autotune", "autotune", false, ""}},
-    std::array{FlagKnob{"--timeline-mark-cycles", "timeline_mark_cycles", true, "HOROVOD_TIMELINE_MARK_CYCLES=1"},
-               FlagKnob{"--no-timeline-mark-cycles", "timeline_mark_cycles", false, ""}},
-    std::array{FlagKnob{"--no-stall-check", "no_stall_check", true, "HOROVOD_STALL_CHECK_DISABLE=1"},
-               FlagKnob{"--stall-check", "no_stall_check", false, ""}},
-    std::array{FlagKnob{"--mpi-threads-disable", "mpi_threads_disable", true, "HOROVOD_MPI_THREADS_DISABLE=1"},
-               FlagKnob{"--no-mpi-threads-disable", "mpi_threads_disable", false, ""}},
-    std::array{FlagKnob{"--log-with-timestamp", "log_with_timestamp", true, ""},
-               FlagKnob{"--log-without-timestamp", "log_with_timestamp", false, "HOROVOD_LOG_HIDE_TIME=1"}},
+    std::array{FlagKnob{"--hierarchical-allreduce", "hierarchical_allreduce", true, g::kTuning,
+                        "HOROVOD_HIERARCHICAL_ALLREDUCE=1: within hosts, then across"},
+               FlagKnob{"--no-hierarchical-allreduce", "hierarchical_allreduce", false, g::kTuning,
+                        "HOROVOD_HIERARCHICAL_ALLREDUCE=0, which autotuning keeps"}},
+    std::array{FlagKnob{"--hierarchical-allgather", "hierarchical_allgather", true, g::kTuning,
+                        "HOROVOD_HIERARCHICAL_ALLGATHER=1: within hosts, then across"},
+               FlagKnob{"--no-hierarchical-allgather", "hierarchical_allgather", false, g::kTuning,
+                        "HOROVOD_HIERARCHICAL_ALLGATHER=0, which autotuning keeps"}},
+    std::array{FlagKnob{"--torus-allreduce", "torus_allreduce", true, g::kTuning,
+                        "HOROVOD_TORUS_ALLREDUCE=1: NCCL's 2D torus allreduce"},
+               FlagKnob{"--no-torus-allreduce", "torus_allreduce", false, g::kTuning,
+                        "HOROVOD_TORUS_ALLREDUCE=0, which autotuning keeps"}},
+    std::array{FlagKnob{"--autotune", "autotune", true, g::kAutotune,
+                        "HOROVOD_AUTOTUNE=1: tune the knobs not given (see --autotune-*)"},
+               FlagKnob{"--no-autotune", "autotune", false, "", ""}},
+    std::array{FlagKnob{"--timeline-mark-cycles", "timeline_mark_cycles", true, g::kAutotune,
+                        "HOROVOD_TIMELINE_MARK_CYCLES=1 (with --timeline-filename)"},
+               FlagKnob{"--no-timeline-mark-cycles", "timeline_mark_cycles", false, "", ""}},
+    std::array{FlagKnob{"--no-stall-check", "no_stall_check", true, g::kAutotune,
+                        "HOROVOD_STALL_CHECK_DISABLE=1: no stall warnings"},
+               FlagKnob{"--stall-check", "no_stall_check", false, "", ""}},
+    std::array{FlagKnob{"--mpi-threads-disable", "mpi_threads_disable", true, g::kTuning,
+                        "HOROVOD_MPI_THREADS_DISABLE=1: MPI without threads (with --mpi)"},
+               FlagKnob{"--no-mpi-threads-disable", "mpi_threads_disable", false, "", ""}},
+    std::array{FlagKnob{"--log-with-timestamp", "log_with_timestamp", true, "", ""},
+               FlagKnob{"--log-without-timestamp", "log_with_timestamp", false, g::kAutotune,
+                        "HOROVOD_LOG_HIDE_TIME=1: Horovod's log lines without the time"}},
     // horovodrun's deprecated spellings of the pair above.
-    std::array{FlagKnob{"--no-log-hide-timestamp", "log_with_timestamp", true, ""},
-               FlagKnob{"--log-hide-timestamp", "log_with_timestamp", false, ""}},
+    std::array{FlagKnob{"--no-log-hide-timestamp", "log_with_timestamp", true, "", ""},
+               FlagKnob{"--log-hide-timestamp", "log_with_timestamp", false, "", ""}},
 };
 
-// What hvrun refuses: elastic training and jsrun. (flag names, number of values, what to do instead)
+// What hvrun refuses: elastic training (jsrun is --jsrun below). (flag names, number of values, type
+// name for --help, what the option is in horovodrun)
 struct Refused {
   const char* names;
   int values;
+  const char* type;
+  const char* help;
 };
 constexpr std::array kElastic{
-    Refused{"--min-np,--min-num-proc", 1},       Refused{"--max-np,--max-num-proc", 1},
-    Refused{"--slots-per-host", 1},              Refused{"--elastic-timeout", 1},
-    Refused{"--reset-limit", 1},                 Refused{"--blacklist-cooldown-range", 2},
-    Refused{"--host-discovery-script", 1},
+    Refused{"--min-np,--min-num-proc", 1, "N", "Refused (horovodrun's: fewest ranks that keep training)"},
+    Refused{"--max-np,--max-num-proc", 1, "N", "Refused (horovodrun's: most ranks to scale up to)"},
+    Refused{"--slots-per-host", 1, "N", "Refused (horovodrun's: slots of each discovered host)"},
+    Refused{"--elastic-timeout", 1, "SECONDS", "Refused (horovodrun's: wait for hosts after a change)"},
+    Refused{"--reset-limit", 1, "N", "Refused (horovodrun's: most resets before the job ends)"},
+    Refused{"--blacklist-cooldown-range", 2, "MIN MAX",
+            "Refused (horovodrun's: seconds a failing host stays out)"},
+    Refused{"--host-discovery-script", 1, "SCRIPT", "Refused (horovodrun's: the program that lists the hosts)"},
 };
 constexpr const char* kElasticAdvice =
     ": elastic training (--min-np, --max-np, --host-discovery-script, ...) is not supported by hvrun; run a "
@@ -94,12 +126,11 @@ constexpr const char* kElasticAdvice =
 }  // namespace
 
 void add_horovodrun_options(CLI::App& app, HorovodrunFlags& f) {
-  const std::string group = "horovodrun's options";
   for (const ValueKnob& k : kValueKnobs) {
     app.add_option_function<std::string>(
            k.flag, [&f, k](const std::string& v) { f.knobs.emplace_back(k.dest, v, k.flag); }, k.help)
         ->type_name(k.type)
-        ->group(group);
+        ->group(k.group);
   }
   for (const auto& pair : kFlagPairs) {
     CLI::Option* opts[2];
@@ -107,37 +138,37 @@ void add_horovodrun_options(CLI::App& app, HorovodrunFlags& f) {
       const FlagKnob k = pair[i];
       opts[i] = app.add_flag_callback(
                        k.flag, [&f, k] { f.knobs.emplace_back(k.dest, k.value ? "1" : "0", k.flag); }, k.help)
-                    ->group(*k.help ? group : std::string());
+                    ->group(k.group);
     }
     opts[0]->excludes(opts[1]);
   }
-  app.add_flag_callback("--tcp", [&f] { f.knobs.emplace_back("tcp_flag", "1", "--tcp"); }, "NCCL_IB_DISABLE=1")
-      ->group(group);
+  app.add_flag_callback("--tcp", [&f] { f.knobs.emplace_back("tcp_flag", "1", "--tcp"); },
+                        "NCCL_IB_DISABLE=1: TCP sockets, no InfiniBand")
+      ->group(g::kTuning);
   app.add_option("--config-file", f.config_file,
-                 "horovodrun's YAML file of knobs and controller; flags given on the command line win")
+                 "horovodrun's YAML of knobs and controller; command-line flags win")
       ->type_name("FILE")
-      ->group(group);
-  auto* gloo = app.add_flag("--gloo", f.gloo, "Horovod's Gloo controller (the default)")->group(group);
-  auto* mpi =
-      app.add_flag("--mpi", f.mpi, "Run Open MPI's mpirun with the NICs hvrun chose (see README)")->group(group);
-  auto* jsrun = app.add_flag("--jsrun", f.jsrun, "Refused: hvrun does not launch through jsrun")->group(group);
+      ->group(g::kTuning);
+  auto* gloo = app.add_flag("--gloo", f.gloo, "Horovod's Gloo controller, rendezvous served by hvrun (default)")
+                   ->group(g::kMpirun);
+  auto* mpi = app.add_flag("--mpi", f.mpi, "Run Open MPI's mpirun with the NICs hvrun chose (see README)")
+                  ->group(g::kMpirun);
+  auto* jsrun = app.add_flag("--jsrun", f.jsrun, "Refused: hvrun does not launch through jsrun")->group(g::kMpirun);
   gloo->excludes(mpi)->excludes(jsrun);
   mpi->excludes(jsrun);
   app.add_option("--mpi-args", f.mpi_args,
                  "Extra words for mpirun, with --mpi (shell syntax, e.g. --mpi-args=\"--map-by ppr:2:node\")")
       ->type_name("ARGS")
-      ->group(group);
-  app.add_option("--binding-args", f.binding_args, "With --mpi: replaces mpirun's \"--bind-to none --map-by slot\"")
+      ->group(g::kMpirun);
+  app.add_option("--binding-args", f.binding_args,
+                 "With --mpi: instead of mpirun's \"--bind-to none --map-by slot\"")
       ->type_name("ARGS")
-      ->group(group);
-  app.add_flag("--check-build", f.check_build, "Show what this hvrun supports, then exit")->group(group);
-  app.add_flag("--disable-cache", f.disable_cache, "Accepted; hvrun keeps no cache (it probes on every launch)")
-      ->group(group);
+      ->group(g::kMpirun);
+  app.add_flag("--check-build", f.check_build, "Show what this hvrun supports, then exit")->group(g::kAbout);
+  app.add_flag("--disable-cache", f.disable_cache, "Accepted (horovodrun's): hvrun probes on every launch, no cache")
+      ->group(g::kNetwork);
   for (const Refused& r : kElastic) {
-    app.add_option(r.names, "Refused: elastic training is not supported")
-        ->expected(r.values)
-        ->type_size(1)
-        ->group(std::string());
+    app.add_option(r.names, r.help)->expected(r.values)->type_size(1)->type_name(r.type)->group(g::kElastic);
   }
 }
 

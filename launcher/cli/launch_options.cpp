@@ -20,6 +20,7 @@
 #include "hvrun/version.hpp"
 #include "launcher/base/shell_quote.hpp"
 #include "launcher/cli/cli_bindings.hpp"
+#include "launcher/cli/help_formatter.hpp"
 #include "launcher/cli/horovodrun_flags.hpp"
 #include "launcher/cli/option_spelling.hpp"
 #include "launcher/cli/slurm_allocation.hpp"
@@ -29,7 +30,6 @@ namespace hvrun {
 
 namespace {
 
-constexpr const char* kUsage = "hvrun [options] [--] command [args...]";
 constexpr double kMaxSeconds = 1e9;  // keeps the millisecond count far inside int64
 
 // Validators that also canonicalise: CLI11 converts integers with strtoll(base 0), which would read
@@ -115,18 +115,6 @@ std::string label_of(const CLI::Option& opt) {
   return names;
 }
 
-// Help that shows the real usage line and the `-np` spelling CLI11 cannot declare.
-class HelpFormatter : public CLI::Formatter {
- public:
-  std::string make_usage(const CLI::App*, std::string) const override {
-    return std::string("Usage: ") + kUsage + "\n";
-  }
-  std::string make_option_name(const CLI::Option* opt, bool positional) const override {
-    if (opt->get_name() == "--num-proc") return "-np,-n,--num-proc";
-    return CLI::Formatter::make_option_name(opt, positional);
-  }
-};
-
 // One readable line from a CLI11 parse error.
 std::string describe(const CLI::App& app, const CLI::ParseError& e) {
   std::string msg = e.what();
@@ -156,97 +144,135 @@ std::pair<std::string, std::optional<std::string>> split_env(const std::string& 
 }  // namespace
 
 void define_options(CLI::App& app, CliBindings& b) {
+  namespace g = help_group;
   app.name("hvrun");
   app.description("Launches a training command as N ranks over hosts reached by SSH.");
   app.prefix_command();  // the first positional starts the command; its own flags stay its own
   app.footer("Everything from the command on goes to each rank unchanged, e.g.\n"
              "  hvrun -np 8 -H a:4,b:4 python train.py --lr 3\n"
              "Use -- before a command that starts with '-'.");
-  app.set_version_flag("-v,--version", std::string("hvrun ") + kVersion);
   app.formatter(std::make_shared<HelpFormatter>());
+  app.get_help_ptr()->description("Print this help, then exit")->group(g::kAbout);
+  app.set_version_flag("-v,--version", std::string("hvrun ") + kVersion)
+      ->description("Print hvrun's version, then exit")
+      ->group(g::kAbout);
 
   LaunchOptions& o = b.o;
   app.add_option("-n,--num-proc", b.np, "Number of ranks (default: all slots)")
       ->transform(int_in_range(1, std::numeric_limits<int>::max(), "a positive integer"))
-      ->type_name("N");
-  b.hosts_opt = app.add_option("-H,--hosts,--host", b.host_lists, "Hosts as host[:slots],... (repeatable)")
+      ->type_name("N")
+      ->group(g::kHosts);
+  b.hosts_opt = app.add_option("-H,--hosts,--host", b.host_lists,
+                               "Hosts host[:slots],..., repeatable (default: Slurm's or localhost)")
                         ->allow_extra_args(false)
-                        ->type_name("LIST");
-  b.hostfile_opt =
-      app.add_option("--hostfile", b.hostfile, "File with one 'host slots=N' per line")->type_name("FILE");
+                        ->type_name("LIST")
+                        ->group(g::kHosts);
+  b.hostfile_opt = app.add_option("--hostfile", b.hostfile, "File with one 'host slots=N' per line, instead of -H")
+                       ->type_name("FILE")
+                       ->group(g::kHosts);
   b.hosts_opt->excludes(b.hostfile_opt);
-  app.add_flag("--no-oversubscribe", o.no_oversubscribe, "Fail when -np exceeds the slots")
-      ->excludes(app.add_flag("--oversubscribe", o.oversubscribe, "Allow -np above the slots without a warning"));
-  app.add_flag("--allow-run-as-root", o.allow_run_as_root, "Accepted (mpirun's); passed on to mpirun with --mpi");
-  app.add_flag("--tag-output")->description("Accepted (mpirun's): hvrun always tags lines with [rank]");
-  b.port_opt = app.add_option("-p,--ssh-port", b.ssh_port, "SSH port for every host (overrides ~/.ssh/config)")
-                       ->transform(int_in_range(1, 65535, "a port (1-65535)"))
-                       ->type_name("PORT");
-  b.identity_opt = app.add_option("-i,--ssh-identity-file", o.ssh_identity_file, "SSH private key")
-      ->check(kIdentityFile)
-      ->type_name("FILE");
+  app.add_flag("--no-oversubscribe", o.no_oversubscribe, "Fail when -np exceeds the slots (default: warn and run)")
+      ->group(g::kHosts)
+      ->excludes(app.add_flag("--oversubscribe", o.oversubscribe, "Allow -np above the slots without a warning")
+                     ->group(g::kHosts));
+  app.add_flag("--allow-run-as-root", o.allow_run_as_root, "Accepted (mpirun's); passed on to mpirun with --mpi")
+      ->group(g::kMpirun);
+  app.add_flag("--tag-output")
+      ->description("Accepted (mpirun's): hvrun always tags lines with [rank]")
+      ->group(g::kMpirun);
+  b.port_opt = app.add_option("-p,--ssh-port", b.ssh_port, "SSH port of every host (default: ~/.ssh/config's, else 22)")
+                   ->transform(int_in_range(1, 65535, "a port (1-65535)"))
+                   ->type_name("PORT")
+                   ->group(g::kSsh);
+  b.identity_opt = app.add_option("-i,--ssh-identity-file", o.ssh_identity_file,
+                                  "SSH private key, tried before ~/.ssh/config's and the default keys")
+                       ->check(kIdentityFile)
+                       ->type_name("FILE")
+                       ->group(g::kSsh);
   b.connect_timeout_opt = app.add_option("--ssh-connect-timeout", b.ssh_connect_timeout,
-                 "Seconds to resolve, connect and handshake with each host (default 10)")
-      ->transform(seconds(false))
-      ->type_name("SECONDS");
+                                         "Seconds to resolve, connect, handshake per host (default: 10)")
+                              ->transform(seconds(false))
+                              ->type_name("SECONDS")
+                              ->group(g::kSsh);
   app.add_option("--connect-concurrency", o.connect_concurrency,
-                 "Hosts whose agents start at once, over SSH, --rsh-agent or srun (default 64)")
+                 "Hosts whose agents start at once: SSH, rsh, srun (default: 64)")
       ->check(CLI::Range(1, 100'000))
-      ->type_name("N");
+      ->type_name("N")
+      ->group(g::kSsh);
   b.strict_opt = app.add_flag("--ssh-strict-host-key-checking", o.ssh_strict_host_key,
-               "Refuse hosts that are not in ~/.ssh/known_hosts (default: record them)");
+                              "Refuse hosts not in ~/.ssh/known_hosts (default: record them)")
+                     ->group(g::kSsh);
   app.add_option("--agent-path", o.agent_path,
-                 "Path of hvrun-agent on remote hosts (default: hvrun's own path, then PATH, then a copy)")
-      ->type_name("PATH");
+                 "hvrun-agent on remote hosts (default: hvrun's path, PATH, a copy)")
+      ->type_name("PATH")
+      ->group(g::kSsh);
   b.rsh_opt = app.add_option("--rsh-agent", o.rsh_agent,
-                                 "Start each remote agent as `CMD HOST AGENT` (e.g. 'docker exec -i'), not over SSH")
-                     ->type_name("CMD");
+                             "Start remote agents as `CMD HOST AGENT`, e.g. 'docker exec -i'")
+                  ->type_name("CMD")
+                  ->group(g::kSsh);
   app.add_option("--launcher", b.launcher,
-                 "How remote agents start: auto (srun inside a Slurm allocation, else ssh), ssh, slurm, rsh")
+                 "How remote agents start: ssh, slurm (srun), rsh or auto (default: auto: rsh with --rsh-agent, "
+                 "else slurm when the hosts are the Slurm allocation's, else ssh)")
       ->check(CLI::IsMember({"auto", "ssh", "slurm", "rsh"}))
-      ->type_name("WAY");
+      ->type_name("WAY")
+      ->group(g::kSsh);
   // No delimiter: a leading '^' or '=' belongs to its whole comma list (NCCL_SOCKET_IFNAME's rule), so
   // each occurrence stays one value and NicFilter splits it.
   app.add_option("--network-interface,--network-interfaces", o.network_interfaces,
-                 "NICs to consider: prefixes, =exact, ^exclude, CIDR subnets (comma lists, repeatable)")
+                 "NICs to consider: prefixes, =exact, ^exclude, CIDR subnets (comma lists, repeatable; "
+                 "default: every NIC, chosen per host by probes)")
       ->allow_extra_args(false)
-      ->type_name("LIST");
+      ->type_name("LIST")
+      ->group(g::kNetwork);
   app.add_option("--start-timeout", b.start_timeout,
-                 "Seconds to connect, probe and start (default 30; hosts queued by --connect-concurrency: from "
-                 "the last one's turn)")
+                 "Seconds to connect, probe and start (default: $HOROVOD_START_TIMEOUT, else 30; hosts that "
+                 "wait for --connect-concurrency: from the last one's turn)")
       ->transform(seconds(false))
-      ->type_name("SECONDS");
-  app.add_option("--kill-grace", b.kill_grace, "Seconds between SIGTERM and SIGKILL at teardown (default 3)")
+      ->type_name("SECONDS")
+      ->group(g::kSupervision);
+  app.add_option("--kill-grace", b.kill_grace, "Seconds between SIGTERM and SIGKILL at teardown (default: 3)")
       ->transform(seconds(true))
-      ->type_name("SECONDS");
+      ->type_name("SECONDS")
+      ->group(g::kSupervision);
   app.add_option("--heartbeat-timeout", b.heartbeat_timeout,
-                 "Seconds of silence after which a host counts as cut off (default 20)")
+                 "Seconds of silence that cut a host off (default: 20)")
       ->transform(seconds(false))
-      ->type_name("SECONDS");
-  app.add_option("-x,--env", b.env, "Pass VAR (the launcher's value) or set VAR=VALUE for every rank (repeatable)")
+      ->type_name("SECONDS")
+      ->group(g::kSupervision);
+  app.add_option("-x,--env", b.env, "Pass VAR (hvrun's value) or set VAR=VALUE for ranks; repeatable")
       ->check(kEnvAssignment)
       ->allow_extra_args(false)
-      ->type_name("VAR[=VALUE]");
-  app.add_option("--output-filename", o.output_filename, "Also write each rank's output under DIR")
-      ->type_name("DIR");
-  app.add_flag("--prefix-output-with-timestamp", o.prefix_timestamp, "Prefix output lines with the time");
-  app.add_flag("--verbose", o.verbose, "Log the launch's decisions (--hvrun-log-level info)");
+      ->type_name("VAR[=VALUE]")
+      ->group(g::kHosts);
+  app.add_option("--output-filename", o.output_filename,
+                 "Also write rank output to DIR/rank.N/stdout, stderr (default: no)")
+      ->type_name("DIR")
+      ->group(g::kOutput);
+  app.add_flag("--prefix-output-with-timestamp", o.prefix_timestamp, "Prefix output lines with the time (UTC)")
+      ->group(g::kOutput);
+  app.add_flag("--verbose", o.verbose, "Log the launch's decisions (--hvrun-log-level info)")->group(g::kOutput);
   b.level_opt = app.add_option("--hvrun-log-level", o.log_level, "hvrun's own logging threshold (default: warn)")
                         ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
-                        ->type_name("LEVEL");
-  app.add_flag("--dry-run", o.dry_run, "Print the plan and the rank environment; start nothing");
-  app.add_flag("--check-only", o.check_only, "Connect, probe and pick NICs, then report; no command needed");
-  app.add_flag("--json", o.json, "With --check-only: print the report as JSON");
-  app.add_flag("--matrix", o.matrix, "With --check-only: draw who reaches whom, one character per host pair");
+                        ->type_name("LEVEL")
+                        ->group(g::kOutput);
+  app.add_flag("--dry-run", o.dry_run, "Print the plan and the rank environment; start nothing")->group(g::kChecks);
+  app.add_flag("--check-only", o.check_only, "Connect, probe and pick NICs, then report; no command needed")
+      ->group(g::kChecks);
+  app.add_flag("--json", o.json, "With --check-only: print the report as JSON")->group(g::kChecks);
+  app.add_flag("--matrix", o.matrix, "With --check-only: who reaches whom, one character per host pair")
+      ->group(g::kChecks);
   app.add_option("--report", o.report_file, "With --check-only: also write the report as one HTML page to FILE")
-      ->type_name("FILE");
-  app.add_option("--probe-timeout", b.probe_timeout, "Seconds one NIC probe may take (default 1)")
+      ->type_name("FILE")
+      ->group(g::kChecks);
+  app.add_option("--probe-timeout", b.probe_timeout, "Seconds one NIC probe may take (default: 1)")
       ->transform(seconds(false))
-      ->type_name("SECONDS");
+      ->type_name("SECONDS")
+      ->group(g::kNetwork);
   app.add_option("--probe-peers", o.probe_peers,
-                 "Peers that probe each host's NICs; 0: every pair (default 4, --check-only: every pair)")
+                 "Peers that probe each NIC, 0: all (default: 4; --check-only: all)")
       ->check(CLI::Range(0, 1'000'000))
-      ->type_name("K");
+      ->type_name("K")
+      ->group(g::kNetwork);
 
   add_horovodrun_options(app, b.horovodrun);
 }

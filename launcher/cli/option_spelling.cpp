@@ -43,6 +43,13 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
 
 }  // namespace
 
+std::vector<std::string> single_dash_aliases(std::string_view long_name) {
+  std::vector<std::string> aliases;
+  for (const auto& [alias, target] : kAliases)
+    if (target == long_name) aliases.emplace_back(alias);
+  return aliases;
+}
+
 std::string closest_option(std::string_view word, const CLI::App& app) {
   const std::string_view bare = word.substr(0, word.find('='));
   std::string best;

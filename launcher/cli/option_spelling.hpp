@@ -20,6 +20,10 @@ namespace hvrun {
 // command and everything after it are returned unchanged, so positions stay the same.
 std::vector<std::string> normalize_option_words(const std::vector<std::string>& args, const CLI::App& app);
 
+// The single-dash spellings that normalize_option_words turns into `long_name` ("--num-proc": -np), for
+// the help to show beside the names CLI11 knows.
+std::vector<std::string> single_dash_aliases(std::string_view long_name);
+
 // The option of `app` spelled closest to `word` (edit distance over every long and short name), as the
 // user would type it: "--hostfile".
 std::string closest_option(std::string_view word, const CLI::App& app);
