@@ -181,7 +181,7 @@ struct Agent::Impl {
     std::vector<ProbeAddress> remote;
     for (const auto& t : m.targets) {
       if (!interface_of(own, t.address).empty())
-        send(ProbeResultMsg{t.host, t.iface, t.address, to_string(ProbeOutcome::kWrongHost), host_index, 0,
+        send(ProbeResultMsg{t.host, t.iface, t.address, ProbeOutcome::kWrongHost, host_index, 0,
                             "the address is also one of the probing host's own"});
       else
         remote.push_back(t);

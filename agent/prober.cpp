@@ -43,7 +43,7 @@ struct Probe : std::enable_shared_from_this<Probe> {
     timer.cancel();
     socket.close(ignored);
     const int ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count());
-    on_result(ProbeResultMsg{target.host, target.iface, target.address, to_string(outcome), answered_as, ms, detail});
+    on_result(ProbeResultMsg{target.host, target.iface, target.address, outcome, answered_as, ms, detail});
   }
 
   void start(std::chrono::milliseconds timeout) {

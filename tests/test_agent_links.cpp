@@ -61,7 +61,7 @@ TEST_CASE("agent links: the JobMsg first, then heartbeats; silence closes the li
   Pair p;
   FakeAgent agent(io, p.fds[1]);
   CHECK_FALSE(links.attached(0));
-  links.attach(0, UniqueFd(p.fds[0]), hvrun::JobMsg{"00", 1000, 0, {"lab1", "lab2"}, true});
+  links.attach(0, UniqueFd(p.fds[0]), hvrun::JobMsg{"00", 1000, 0, true});
   CHECK(links.attached(0));
   CHECK(links.live(0));
   CHECK_FALSE(links.live(1));
@@ -91,7 +91,7 @@ TEST_CASE("agent links: output is acknowledged in quarter windows, held back whi
                    {.on_frame = [](std::size_t, Frame&&) {}, .on_closed = [](std::size_t, const std::string&) {}});
   Pair p;
   FakeAgent agent(io, p.fds[1]);
-  links.attach(0, UniqueFd(p.fds[0]), hvrun::JobMsg{"00", 20'000, 0, {"lab1"}, true});
+  links.attach(0, UniqueFd(p.fds[0]), hvrun::JobMsg{"00", 20'000, 0, true});
   links.took_output(0, hvrun::kOutputWindow / 8, false);  // below a quarter window: held
   links.took_output(0, hvrun::kOutputWindow / 8, false);  // a quarter: acknowledged
   links.took_output(0, 100, true);                        // congested: held

@@ -67,7 +67,7 @@ class AgentDriver {
 };
 
 LaunchMsg launch_of(std::vector<std::string> argv, const std::string& marker, int ranks = 1) {
-  LaunchMsg m{"testhost", "/tmp", std::move(argv), {{"PATH", "/usr/bin:/bin"}}, {}};
+  LaunchMsg m{"/tmp", std::move(argv), {{"PATH", "/usr/bin:/bin"}}, {}};
   const auto eq = marker.find('=');
   for (int r = 0; r < ranks; ++r)
     m.ranks.push_back(RankLaunch{r, {{"HVRUN_RANK", std::to_string(r)}, {marker.substr(0, eq), marker.substr(eq + 1)}}});
@@ -88,14 +88,14 @@ TEST_CASE("the agent says hello with its version, hostname, interfaces and ports
   bool has_lo = false;
   for (const auto& i : hello.interfaces) has_lo = has_lo || (i.loopback && !i.addresses.empty());
   CHECK(has_lo);
-  a.send(JobMsg{JobSecret::generate().hex(), 20000, 0, {"testhost"}});
+  a.send(JobMsg{JobSecret::generate().hex(), 20000, 0});
   CHECK(a.expect<ReadyMsg>().store_port == 0);  // answers probes from now on; no store asked for
 }
 
 TEST_CASE("the agent runs ranks, streams their output before their exit, and obeys shutdown", "[integration][agent]") {
   AgentDriver a;
   a.expect<HelloMsg>();
-  a.send(JobMsg{JobSecret::generate().hex(), 20000, 0, {"testhost"}});
+  a.send(JobMsg{JobSecret::generate().hex(), 20000, 0});
   const std::string marker = test::unique_marker();
   a.send(launch_of({"sh", "-c", "echo out-$HVRUN_RANK; echo err >&2; exit 3"}, marker, 2));
   std::string output;
@@ -124,7 +124,7 @@ TEST_CASE("the agent runs ranks, streams their output before their exit, and obe
 TEST_CASE("a missing working directory is a fatal message naming it", "[integration][agent]") {
   AgentDriver a;
   a.expect<HelloMsg>();
-  a.send(JobMsg{JobSecret::generate().hex(), 20000, 0, {"testhost"}});
+  a.send(JobMsg{JobSecret::generate().hex(), 20000, 0});
   auto m = launch_of({"true"}, test::unique_marker());
   m.cwd = "/nonexistent/hvrun-test-dir";
   a.send(m);
@@ -136,7 +136,7 @@ TEST_CASE("the agent kills its ranks at once when its channel closes", "[integra
   const std::string marker = test::unique_marker();
   AgentDriver a;
   a.expect<HelloMsg>();
-  a.send(JobMsg{JobSecret::generate().hex(), 20000, 0, {"testhost"}});
+  a.send(JobMsg{JobSecret::generate().hex(), 20000, 0});
   a.send(launch_of({"sh", "-c", "sleep 60 & exec sleep 60"}, marker, 2));
   a.expect<StartedMsg>();
   a.expect<StartedMsg>();
@@ -149,7 +149,7 @@ TEST_CASE("an agent that hears nothing for its heartbeat period kills its ranks"
   const std::string marker = test::unique_marker();
   AgentDriver a;
   a.expect<HelloMsg>();
-  a.send(JobMsg{JobSecret::generate().hex(), 600, 0, {"testhost"}});
+  a.send(JobMsg{JobSecret::generate().hex(), 600, 0});
   a.send(launch_of({"sleep", "60"}, marker));
   a.expect<StartedMsg>();
   // We never send anything again; the agent gives up after 600 ms.
@@ -166,7 +166,7 @@ TEST_CASE("the agent refuses protocol violations by closing", "[integration][age
 TEST_CASE("the agent sends at most a window of unacknowledged output, then waits for acks", "[integration][agent]") {
   AgentDriver a;
   a.expect<HelloMsg>();
-  a.send(JobMsg{JobSecret::generate().hex(), 20000, 0, {"testhost"}});
+  a.send(JobMsg{JobSecret::generate().hex(), 20000, 0});
   const std::string marker = test::unique_marker();
   constexpr std::size_t kTotal = 8u << 20;  // eight windows
   a.send(launch_of({"sh", "-c", "exec head -c " + std::to_string(kTotal) + " /dev/zero"}, marker));

@@ -55,7 +55,7 @@ TEST_CASE("agent startup: job hosts, hellos, all up, one machine twice", "[agent
   // A host whose start failed counts as settled (--check-only reports it).
   hosts[1].connect_error = "ssh: refused";
   CHECK(startup.all_up());
-  hosts[1].connect_error.clear();
+  hosts[1].connect_error.reset();
   startup.hello(1, hello(hvrun::kVersion, "ns"), "agent on other.invalid");
   hosts[1].ready = hvrun::ReadyMsg{0};
   CHECK(startup.all_up());
@@ -65,4 +65,28 @@ TEST_CASE("agent startup: job hosts, hellos, all up, one machine twice", "[agent
   CHECK(twin->find("'localhost' and 'other.invalid'") != std::string::npos);
   startup.clear_status();  // no status line without start(): nothing to clear
   startup.stop();
+}
+
+TEST_CASE("agent startup: an agent of the same release speaking other control messages is refused by name",
+          "[agent_startup]") {
+  const hvrun::RankPlan plan({{"localhost", 1}}, 1, false);
+  std::vector<JobHost> hosts = hvrun::job_hosts(plan, 2000ms);
+  boost::asio::io_context io;
+  hvrun::LaunchOptions options;
+  AgentStartup startup(io, options, plan, hosts, std::chrono::steady_clock::now(),
+                       AgentStartup::Hooks{
+                           .starting = [] { return true; }, .attach = {}, .turn = {}, .failed = {}, .connected = {}});
+  // An earlier agent's hello: no control_version (version 1).
+  auto old = std::get<hvrun::HelloMsg>(hvrun::decode_control(
+      std::string(R"({"type":"hello","version":")") + hvrun::kVersion +
+          R"(","hostname":"h","pid":7,"free_port":1,"probe_port":2,"interfaces":[],"ssh_client_address":"",)"
+          R"("ssh_server_address":""})",
+      "agent on localhost"));
+  CHECK_THROWS_WITH(startup.hello(0, old, "agent on localhost"),
+                    std::string("agent on localhost is version ") + hvrun::kVersion + " (control protocol 1), hvrun is " +
+                        hvrun::kVersion + " (control protocol " + std::to_string(hvrun::kControlVersion) +
+                        "); install the same hvrun version on every host");
+  CHECK_FALSE(hosts[0].hello);
+  startup.hello(0, hello(hvrun::kVersion, "ns"), "agent on localhost");
+  CHECK(hosts[0].hello);
 }

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -19,11 +20,15 @@ namespace {
 
 // A check of the lab hosts: SSH to each unless named in `ssh_failed`, probes as the lab answers them
 // (with `override`), selection as the launcher would make it.
+// `edit` changes the probe results before the selection.
 CheckInput lab_check(std::size_t count, const NicFilter& filter = {}, const hvrun::test::ProbeOverride& override = {},
-                     const std::vector<std::size_t>& ssh_failed = {}) {
+                     const std::vector<std::size_t>& ssh_failed = {},
+                     const std::function<void(std::vector<ProbeResult>&)>& edit = {}) {
   auto hosts = lab_hosts(count);
   const auto targets = hvrun::probe_targets(hosts, filter, false);
-  const auto selections = hvrun::select_nics(hosts, targets, lab_probe(hosts, targets, override), filter, false);
+  auto results = lab_probe(hosts, targets, override);
+  if (edit) edit(results);
+  const auto selections = hvrun::select_nics(hosts, targets, results, filter, false);
   CheckInput in;
   in.probe_time = std::chrono::milliseconds(1012);
   in.filter = filter;
@@ -145,6 +150,33 @@ TEST_CASE("check report, all usable: text names every NIC, the peers' words, rea
                       {"a", "=eth1"}, {"b", "=enp6s0"}, {"c", "=enp5s0"}, {"d", "=ib0"}});
   REQUIRE(s.shared_subnet);
   CHECK(s.shared_subnet->text() == "10.77.0.0/24");
+}
+
+TEST_CASE("check report: a failed probe's words from the prober follow its outcome", "[check_report]") {
+  const CheckReport report(lab_check(3, {}, {}, {}, [](std::vector<ProbeResult>& results) {
+    for (ProbeResult& r : results) {
+      if (r.outcome == ProbeOutcome::kUnreachable) r.detail = "No route to host";
+      if (r.outcome == ProbeOutcome::kTimeout && r.from == 1) r.detail = "no answer within the probe timeout";
+    }
+  }));
+  const std::string text = report.listing();
+  CAPTURE(text);
+  CHECK_THAT(text, Contains("  wlp5s0   192.168.77.10  b unreachable (No route to host), c unreachable (No route to host)"
+                            "  UNUSABLE\n"
+                            "           no route from b, c\n"));
+  // Only b said why its probes timed out; an outcome without words stays one word.
+  CHECK_THAT(text, Contains("  eth9     10.88.0.10     b timeout (no answer within the probe timeout), c timeout  UNUSABLE\n"));
+  CHECK_THAT(text, Contains("  eth1     10.77.0.10     b ok, c ok  -> selected\n"));
+
+  const json doc = json::parse(report.json());
+  const json& a = doc["hosts"][0];
+  CHECK(interface_named(a, "wlp5s0")["peers"] ==
+        json::parse(R"([{"host":"b","outcome":"unreachable","detail":"No route to host"},
+                        {"host":"c","outcome":"unreachable","detail":"No route to host"}])"));
+  CHECK(interface_named(a, "eth9")["peers"] ==
+        json::parse(R"([{"host":"b","outcome":"timeout","detail":"no answer within the probe timeout"},
+                        {"host":"c","outcome":"timeout"}])"));
+  CHECK(interface_named(a, "eth1")["peers"] == json::parse(R"([{"host":"b","outcome":"ok"},{"host":"c","outcome":"ok"}])"));
 }
 
 TEST_CASE("check report settings: the suggested filter selects exactly the chosen NICs", "[check_report]") {

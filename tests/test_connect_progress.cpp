@@ -14,7 +14,7 @@ namespace {
 JobHost host(const std::string& name, bool up, const std::string& error = "") {
   JobHost h;
   h.name = name;
-  h.connect_error = error;
+  if (!error.empty()) h.connect_error = error;
   if (up) {
     hvrun::InterfaceInfo eth;
     eth.name = "eth0";
@@ -80,17 +80,20 @@ TEST_CASE("probe messages: members, requests in job indices, results back in mem
 
   const std::string peer = "agent on ccc";
   const auto r =
-      hvrun::probe_result(round, hosts, 2, hvrun::ProbeResultMsg{0, "eth0", "10.0.0.1", "wrong-host", 2, 12, ""}, peer);
+      hvrun::probe_result(round, hosts, 2, hvrun::ProbeResultMsg{0, "eth0", "10.0.0.1", hvrun::ProbeOutcome::kWrongHost, 2, 12, ""}, peer);
   CHECK(r.from == 1);
   CHECK(r.to == 0);
   CHECK(r.outcome == hvrun::ProbeOutcome::kWrongHost);
   CHECK(r.answered_as == "ccc");
   CHECK(r.elapsed == 12ms);
   using Msg = hvrun::ProbeResultMsg;
-  CHECK_THROWS_WITH(hvrun::probe_result(round, hosts, 2, Msg{5, "", "", "ok", -1, 0, ""}, peer),
+  CHECK_THROWS_WITH(hvrun::probe_result(round, hosts, 2, Msg{5, "", "", hvrun::ProbeOutcome::kOk, -1, 0, ""}, peer),
                     "agent on ccc: probe result for an unknown host");
-  CHECK_THROWS_WITH(hvrun::probe_result(round, hosts, 2, Msg{1, "", "", "ok", -1, 0, ""}, peer),
+  CHECK_THROWS_WITH(hvrun::probe_result(round, hosts, 2, Msg{1, "", "", hvrun::ProbeOutcome::kOk, -1, 0, ""}, peer),
                     "bb: probe result about a host without an agent");
-  CHECK_THROWS_WITH(hvrun::probe_result(round, hosts, 2, Msg{0, "", "", "maybe", -1, 0, ""}, peer),
+  // An outcome of no known word is refused where the message is decoded.
+  CHECK_THROWS_WITH(hvrun::decode_control(R"({"type":"probe_result","host":0,"iface":"","address":"",)"
+                                          R"("outcome":"maybe","answered_as":-1,"elapsed_ms":0,"detail":""})",
+                                          peer),
                     "agent on ccc: unknown probe outcome 'maybe'");
 }

@@ -70,10 +70,9 @@ TEST_CASE("bad frames are errors that name the peer", "[wire]") {
 }
 
 TEST_CASE("control messages round-trip and reject malformed input", "[wire]") {
-  LaunchMsg launch{"b", "/tmp", {"sh", "-c", "true"}, {{"PATH", "/bin"}}, {{3, {{"HVRUN_RANK", "3"}}}}};
+  LaunchMsg launch{"/tmp", {"sh", "-c", "true"}, {{"PATH", "/bin"}}, {{3, {{"HVRUN_RANK", "3"}}}}};
   const auto decoded = decode_control(encode_control(launch), "p");
   const auto& l = std::get<LaunchMsg>(decoded);
-  CHECK(l.host == "b");
   CHECK(l.argv == launch.argv);
   CHECK(l.ranks.at(0).rank == 3);
   CHECK(l.ranks.at(0).env.at("HVRUN_RANK") == "3");
@@ -88,9 +87,58 @@ TEST_CASE("control messages round-trip and reject malformed input", "[wire]") {
   }
 }
 
+TEST_CASE("control messages: a probe outcome travels as its word, and only a known word decodes", "[wire]") {
+  const ProbeResultMsg sent{2, "eth0", "10.0.0.8", ProbeOutcome::kRefused, -1, 3, "Connection refused"};
+  const std::string wire = encode_control(sent);
+  CHECK(nlohmann::json::parse(wire).at("outcome") == "refused");
+  const auto got = std::get<ProbeResultMsg>(decode_control(wire, "p"));
+  CHECK(got.outcome == ProbeOutcome::kRefused);
+  CHECK(got.detail == "Connection refused");
+  CHECK(got.host == 2);
+  CHECK(got.elapsed_ms == 3);
+  const std::string result = R"({"type":"probe_result","host":1,"iface":"eth0","address":"10.0.0.8",)"
+                             R"("answered_as":-1,"elapsed_ms":3,"detail":"",)";
+  CHECK_THROWS_WITH(decode_control(result + R"("outcome":"lost"})", "agent on b"),
+                    "agent on b: unknown probe outcome 'lost'");
+  CHECK_THROWS_WITH(decode_control(result + R"("outcome":"OK"})", "agent on b"),
+                    "agent on b: unknown probe outcome 'OK'");
+  REQUIRE_THROWS_WITH(decode_control(result + R"("outcome":1})", "agent on b"),
+                      Catch::Contains("agent on b: malformed control message"));
+  REQUIRE_THROWS_WITH(decode_control(result.substr(0, result.size() - 1) + "}", "agent on b"),
+                      Catch::Contains("agent on b: malformed control message"));
+}
+
+TEST_CASE("control messages: the job and launch messages carry no host names, and every field is required", "[wire]") {
+  const std::string job = encode_control(JobMsg{std::string(64, '0'), 20000, 3, true});
+  CHECK(nlohmann::json::parse(job) == nlohmann::json::parse(R"({"type":"job","secret":")" + std::string(64, '0') +
+                                                            R"(","heartbeat_ms":20000,"host_index":3,"serve_store":true})"));
+  const std::string launch = encode_control(LaunchMsg{"/tmp", {"true"}, {}, {}});
+  CHECK_FALSE(nlohmann::json::parse(launch).contains("host"));
+  // What an earlier launcher sent still decodes (unknown fields are ignored); a missing field does not.
+  const auto old_job = std::get<JobMsg>(decode_control(
+      R"({"type":"job","secret":"00","heartbeat_ms":1000,"host_index":1,"hostnames":["a","b"],"serve_store":false})",
+      "launcher"));
+  CHECK(old_job.host_index == 1);
+  REQUIRE_THROWS_WITH(decode_control(R"({"type":"job","secret":"00","heartbeat_ms":1000,"host_index":1})", "launcher"),
+                      Catch::Contains("launcher: malformed control message"));
+}
+
+TEST_CASE("control messages: the hello names the control version; an earlier agent's hello decodes as version 1",
+          "[wire]") {
+  HelloMsg hello{"0.1.0", "a", 42, 29500, 40000, {}, "", "", "ns"};
+  CHECK(hello.control_version == kControlVersion);
+  const auto got = std::get<HelloMsg>(decode_control(encode_control(hello), "p"));
+  CHECK(got.control_version == kControlVersion);
+  const auto old = std::get<HelloMsg>(decode_control(
+      R"({"type":"hello","version":"0.1.0","hostname":"a","pid":42,"free_port":29500,"probe_port":40000,)"
+      R"("interfaces":[],"ssh_client_address":"","ssh_server_address":""})",
+      "p"));
+  CHECK(old.control_version == 1);
+}
+
 TEST_CASE("control messages carry bytes, not text: strings and keys that are not UTF-8 arrive exact", "[wire]") {
   const std::string latin1("caf\xe9", 4), lone("\xff", 1), nul_first("\0x", 2), overlong("\xc0\xaf", 2);
-  LaunchMsg launch{"b", "/tmp/" + latin1, {"printf", latin1, lone, "", "\xe2\x82\xac"}, {{"V" + latin1, lone}, {"PATH", "/bin"}},
+  LaunchMsg launch{"/tmp/" + latin1, {"printf", latin1, lone, "", "\xe2\x82\xac"}, {{"V" + latin1, lone}, {"PATH", "/bin"}},
                    {{3, {{"X", nul_first}, {nul_first, overlong}}}}};
   const std::string wire = encode_control(launch);
   CHECK(nlohmann::json::parse(wire).is_object());  // still JSON, valid UTF-8

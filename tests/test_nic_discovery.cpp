@@ -73,7 +73,8 @@ struct Job {
     sent.clear();
     for (const auto& [from, request] : requests)
       for (const auto& t : request.targets)
-        d.add(from, hvrun::ProbeResultMsg{t.host, t.iface, t.address, outcome, -1, 1, ""}, hosts[from].name);
+        d.add(from, hvrun::ProbeResultMsg{t.host, t.iface, t.address, *hvrun::probe_outcome_from_text(outcome), -1, 1, ""},
+              hosts[from].name);
   }
 };
 

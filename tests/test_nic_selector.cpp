@@ -230,6 +230,30 @@ TEST_CASE("an address every peer reached wins over an earlier one some could not
   }
 }
 
+TEST_CASE("a peer's view keeps the prober's words of the outcome it shows", "[nic_selector]") {
+  const auto hosts = lab_hosts(3);
+  const auto targets = hvrun::probe_targets(hosts, {}, false);
+  auto results = lab_probe(hosts, targets, [](std::size_t from, const ProbeTarget& t) -> std::optional<ProbeOutcome> {
+    if (from != 2 || t.host != 0 || t.iface != "eth1") return std::nullopt;
+    return t.address == "10.77.0.10" ? ProbeOutcome::kRefused : ProbeOutcome::kTimeout;
+  });
+  for (ProbeResult& r : results) {
+    if (r.from != 2 || r.to != 0 || r.iface != "eth1") continue;
+    r.detail = r.outcome == ProbeOutcome::kRefused ? "Connection refused" : "no answer within the probe timeout";
+  }
+  const auto selections = hvrun::select_nics(hosts, targets, results, {}, false);
+  const NicVerdict& v = verdict(selections[0], "eth1");
+  CHECK_FALSE(v.usable);
+  REQUIRE(v.peers.size() == 2);
+  CHECK(v.peers[0].peer_host == "b");
+  CHECK(v.peers[0].detail.empty());  // ok: nothing to say
+  CHECK(v.peers[1].peer_host == "c");
+  // c's best outcome on eth1 is the refusal (before the timeout in preference), with its own words.
+  CHECK(v.peers[1].outcome == ProbeOutcome::kRefused);
+  CHECK(v.peers[1].address == "10.77.0.10");
+  CHECK(v.peers[1].detail == "Connection refused");
+}
+
 TEST_CASE("each outcome has its reason in words", "[nic_selector]") {
   auto hosts = lab_hosts(3);
   SECTION("refused and auth-failed") {

@@ -53,13 +53,13 @@ TEST_CASE("probes tell the right host, the wrong host, a refusal and a forged an
   REQUIRE(results.size() == 5);
   std::map<int, ProbeResultMsg> by_host;
   for (const auto& r : results) by_host[r.host] = r;
-  CHECK(by_host[1].outcome == "ok");
-  CHECK(by_host[3].outcome == "wrong-host");
+  CHECK(by_host[1].outcome == ProbeOutcome::kOk);
+  CHECK(by_host[3].outcome == ProbeOutcome::kWrongHost);
   CHECK(by_host[3].answered_as == 0);
-  CHECK(by_host[2].outcome == "auth-failed");
-  CHECK(by_host[4].outcome == "refused");
+  CHECK(by_host[2].outcome == ProbeOutcome::kAuthFailed);
+  CHECK(by_host[4].outcome == ProbeOutcome::kRefused);
   // host 5 is really host 1 over IPv6 loopback: wrong host, answered as 1.
-  CHECK(by_host[5].outcome == "wrong-host");
+  CHECK(by_host[5].outcome == ProbeOutcome::kWrongHost);
   CHECK(by_host[5].answered_as == 1);
 }
 
@@ -75,7 +75,7 @@ TEST_CASE("a listener that never answers costs one probe timeout for all its pro
   const auto results = probe_all(io, prober, targets, 300ms);
   const auto took = std::chrono::steady_clock::now() - start;
   REQUIRE(results.size() == 6);
-  for (const auto& r : results) CHECK(r.outcome == "timeout");
+  for (const auto& r : results) CHECK(r.outcome == ProbeOutcome::kTimeout);
   CHECK(took < 1500ms);  // concurrent: about one timeout, not six
 }
 

@@ -23,10 +23,11 @@ void to_json(nlohmann::json& j, const HelloMsg& m) {
                      {"interfaces", m.interfaces},
                      {"ssh_client_address", m.ssh_client_address},
                      {"ssh_server_address", m.ssh_server_address},
-                     {"network_stack", m.network_stack}};
+                     {"network_stack", m.network_stack},
+                     {"control_version", m.control_version}};
 }
-// network_stack may be missing: a hello from an agent of an earlier version still decodes, so the
-// launcher can refuse it naming both versions.
+// network_stack and control_version may be missing: a hello from an agent of an earlier version still
+// decodes, so the launcher can refuse it naming both versions.
 void from_json(const nlohmann::json& j, HelloMsg& m) {
   j.at("version").get_to(m.version);
   j.at("hostname").get_to(m.hostname);
@@ -37,16 +38,25 @@ void from_json(const nlohmann::json& j, HelloMsg& m) {
   j.at("ssh_client_address").get_to(m.ssh_client_address);
   j.at("ssh_server_address").get_to(m.ssh_server_address);
   m.network_stack = j.contains("network_stack") ? j.at("network_stack").get<std::string>() : std::string();
+  m.control_version = j.contains("control_version") ? j.at("control_version").get<int>() : 1;
+}
+// A probe outcome travels as its word. decode_body<ProbeResultMsg> has refused unknown words, naming the
+// peer, before this runs.
+void to_json(nlohmann::json& j, ProbeOutcome o) { j = to_string(o); }
+void from_json(const nlohmann::json& j, ProbeOutcome& o) {
+  const auto known = probe_outcome_from_text(j.get<std::string>());
+  if (!known) throw nlohmann::json::other_error::create(501, "unknown probe outcome", &j);
+  o = *known;
 }
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RankLaunch, rank, env)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(LaunchMsg, host, cwd, argv, env, ranks)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(LaunchMsg, cwd, argv, env, ranks)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(StartedMsg, rank, pid)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ExitedMsg, rank, exit_code, signal, error)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(FatalMsg, error)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TerminateMsg, grace_ms)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(OutputAckMsg, bytes)
 
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(JobMsg, secret, heartbeat_ms, host_index, hostnames, serve_store)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(JobMsg, secret, heartbeat_ms, host_index, serve_store)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ReadyMsg, store_port)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(HorovodRendezvousMsg, address, allowed_peers)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(HorovodRendezvousReadyMsg, port)
@@ -92,13 +102,25 @@ bool is_int(const nlohmann::json& v) {
   return !v.is_number();  // a float: never written by encode_control
 }
 
+// The message's fields from `j`; throws nlohmann's exceptions for missing or mistyped ones.
+template <typename T>
+T decode_body(const nlohmann::json& j, const std::string&) {
+  return j.get<T>();
+}
+// An outcome word of no ProbeOutcome is named as such: "PEER: unknown probe outcome 'WORD'".
+template <>
+ProbeResultMsg decode_body<ProbeResultMsg>(const nlohmann::json& j, const std::string& peer) {
+  static_cast<void>(parse_probe_outcome(j.at("outcome").get<std::string>(), peer));
+  return j.get<ProbeResultMsg>();
+}
+
 template <std::size_t I = 0>
 ControlMessage decode_as(const std::string& type, const nlohmann::json& j, const std::string& peer) {
   if constexpr (I == std::variant_size_v<ControlMessage>) {
     throw ProtocolError(peer + ": unknown control message type '" + type + "'");
   } else {
     using T = std::variant_alternative_t<I, ControlMessage>;
-    if (type == TypeName<T>::value) return j.get<T>();
+    if (type == TypeName<T>::value) return decode_body<T>(j, peer);
     return decode_as<I + 1>(type, j, peer);
   }
 }

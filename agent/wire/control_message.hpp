@@ -9,17 +9,22 @@
 #include <vector>
 
 #include "agent/wire/interface_list.hpp"
+#include "agent/wire/probe_message.hpp"
 
 namespace hvrun {
+
+// Raised whenever a control message changes (a field added, removed or changing meaning). HelloMsg
+// carries it and the launcher refuses an agent of another one, so neither side misreads the other.
+// An agent whose hello lacks it speaks version 1.
+inline constexpr int kControlVersion = 2;
 
 // launcher → agent, first message: the job's secret and how often each side must hear the other.
 // Either side that hears nothing for heartbeat_ms decides the other is gone.
 struct JobMsg {
   std::string secret;  // JobSecret::hex(); never logged
   int heartbeat_ms = 0;
-  int host_index = 0;                  // this host's identity in probes
-  std::vector<std::string> hostnames;  // every host as the user named it, by index (for messages)
-  bool serve_store = false;            // this host (rank 0's) serves the job's rendezvous store
+  int host_index = 0;        // this host's identity in probes
+  bool serve_store = false;  // this host (rank 0's) serves the job's rendezvous store
 };
 
 // agent → launcher, answer to JobMsg: the agent now answers probes as its host; store_port is where it
@@ -56,17 +61,17 @@ struct ProbeRequestMsg {
   int timeout_ms = 1000;
 };
 
-// agent → launcher: one probe's outcome, a word of ProbeOutcome (to_string, agent/wire/probe_message.hpp):
-// "ok", "refused", "timeout", "unreachable", "wrong-host", "auth-failed". answered_as: the host index
-// that answered instead (wrong-host), else -1.
+// agent → launcher: one probe's outcome, on the wire its word (to_string, agent/wire/probe_message.hpp):
+// "ok", "refused", "timeout", "unreachable", "wrong-host", "auth-failed"; any other word is refused at
+// decode. answered_as: the host index that answered instead (wrong-host), else -1.
 struct ProbeResultMsg {
   int host = 0;
   std::string iface;
   std::string address;
-  std::string outcome;
+  ProbeOutcome outcome = ProbeOutcome::kTimeout;
   int answered_as = -1;
   int elapsed_ms = 0;
-  std::string detail;  // strerror or what was wrong with the answer
+  std::string detail;  // strerror or what was wrong with the answer; "" for ok
 };
 
 // both ways, every heartbeat_ms / 4 (whatever else is sent); every frame received rearms the watchdog.
@@ -86,6 +91,7 @@ struct HelloMsg {
   std::string ssh_server_address;
   // network_stack_identity(): equal on two agents when they share one network stack (one host).
   std::string network_stack;
+  int control_version = kControlVersion;  // the control messages this agent speaks
 };
 
 struct RankLaunch {
@@ -95,7 +101,6 @@ struct RankLaunch {
 
 // launcher → agent: start these ranks.
 struct LaunchMsg {
-  std::string host;                        // the host as the user named it, for messages
   std::string cwd;
   std::vector<std::string> argv;
   std::map<std::string, std::string> env;  // common to all ranks

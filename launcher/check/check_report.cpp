@@ -32,9 +32,15 @@ bool is_selected(const HostSelection& sel, const std::string& iface) {
   return sel.selected && sel.selected->iface == iface;
 }
 
+// "b ok, c refused (Connection refused), d not-probed": each peer's outcome, with the prober's words on
+// a failure when it gave some.
 std::string peer_words(const NicVerdict& v) {
   std::vector<std::string> words;
-  for (const auto& p : v.peers) words.push_back(p.peer_host + " " + (p.outcome ? to_string(*p.outcome) : "not-probed"));
+  for (const auto& p : v.peers) {
+    std::string w = p.peer_host + " " + (p.outcome ? to_string(*p.outcome) : "not-probed");
+    if (!p.detail.empty()) w += " (" + p.detail + ")";
+    words.push_back(std::move(w));
+  }
   return join_words(words);
 }
 
@@ -180,9 +186,11 @@ std::string CheckReport::json() const {
         json entry;
         if (const NicVerdict* v = verdict_of(h.selection, nic.name)) {
           json peers = json::array();
-          for (const auto& p : v->peers)
-            peers.push_back(
-                {{"host", p.peer_host}, {"outcome", p.outcome ? json(to_string(*p.outcome)) : json(nullptr)}});
+          for (const auto& p : v->peers) {
+            json peer{{"host", p.peer_host}, {"outcome", p.outcome ? json(to_string(*p.outcome)) : json(nullptr)}};
+            if (!p.detail.empty()) peer["detail"] = p.detail;  // only where the prober said why
+            peers.push_back(std::move(peer));
+          }
           entry = {{"name", v->iface},          {"address", v->address},
                    {"usable", v->usable},       {"reason", v->usable ? json(nullptr) : json(v->reason)},
                    {"probed", !in_.single_host}, {"selected", is_selected(h.selection, v->iface)},

@@ -18,7 +18,7 @@ CheckReport check_report_of(const std::vector<JobHost>& hosts, const ProbeRound*
     const JobHost& h = hosts[i];
     HostCheck c;
     c.host = h.name;
-    if (!h.connect_error.empty()) c.ssh_error = h.connect_error;
+    c.ssh_error = h.connect_error;
     if (h.hello) {
       c.agent_version = h.hello->version;
       c.interfaces = h.hello->interfaces;

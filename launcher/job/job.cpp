@@ -79,7 +79,7 @@ struct Job::Impl {
   using Clock = LaunchTimings::Clock;
   LaunchTimings timings;  // when each phase ended, for --verbose (log_timings)
   Teardown teardown;
-  std::string horovod_rendezvous_addr;  // empty when not served
+  std::optional<std::string> horovod_rendezvous_addr;  // nothing when not served
   int horovod_rendezvous_port = 0;
   std::optional<std::vector<std::string>> mpirun;  // --mpi: the command line, once the NICs are chosen
   std::unique_ptr<AgentStartup> startup;  // last: its Connector goes first, so no late result reaches the job
@@ -184,11 +184,9 @@ struct Job::Impl {
 
   // Starts the conversation with the agent of hosts[i] over `fd`.
   void attach(std::size_t i, UniqueFd fd) {
-    std::vector<std::string> names;
-    for (const Host& other : hosts) names.push_back(other.name);
     const bool serves_store = exits.size() > 0 && exits.host_of(0) == i;
     links->attach(i, std::move(fd),
-                  JobMsg{secret.hex(), static_cast<int>(options.heartbeat_timeout.count()), static_cast<int>(i), names,
+                  JobMsg{secret.hex(), static_cast<int>(options.heartbeat_timeout.count()), static_cast<int>(i),
                          serves_store});
   }
 
@@ -348,7 +346,7 @@ struct Job::Impl {
     if (teardown.tearing_down()) return;  // the job failed meanwhile
     if (teardown.phase() != Phase::kRendezvous || i != exits.host_of(0))
       throw ProtocolError(links->peer(i) + ": Horovod rendezvous ready out of turn");
-    spdlog::info("hvrun: Horovod's Gloo rendezvous is at {}:{} on {}", horovod_rendezvous_addr, m.port, hosts[i].name);
+    spdlog::info("hvrun: Horovod's Gloo rendezvous is at {}:{} on {}", *horovod_rendezvous_addr, m.port, hosts[i].name);
     horovod_rendezvous_port = m.port;
     launch();
   }

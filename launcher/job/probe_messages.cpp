@@ -1,7 +1,6 @@
 #include "launcher/job/probe_messages.hpp"
 
 #include "agent/wire/error.hpp"
-#include "agent/wire/probe_message.hpp"
 
 namespace hvrun {
 
@@ -53,10 +52,11 @@ ProbeResult probe_result(const ProbeRound& round, const std::vector<JobHost>& ho
   r.to = member_of(round, hosts, static_cast<std::size_t>(m.host));
   r.iface = m.iface;
   r.address = m.address;
-  r.outcome = parse_probe_outcome(m.outcome, peer);
+  r.outcome = m.outcome;
   if (m.answered_as >= 0 && static_cast<std::size_t>(m.answered_as) < hosts.size())
     r.answered_as = hosts[static_cast<std::size_t>(m.answered_as)].name;
   r.elapsed = std::chrono::milliseconds(m.elapsed_ms);
+  r.detail = m.detail;
   return r;
 }
 

@@ -29,8 +29,8 @@ std::string probe_scope(std::size_t peers, std::size_t members);
 std::vector<ProbeRequestMsg> probe_requests(const ProbeRound& round, const std::vector<ProbeRound::Probe>& probes,
                                             const std::vector<JobHost>& hosts, std::chrono::milliseconds timeout);
 
-// The result the agent of hosts[from] (`peer` in messages) reported. Throws ProtocolError for an
-// unknown host, a host without an agent, or an unknown outcome.
+// The result the agent of hosts[from] (`peer` in messages) reported, its detail included. Throws
+// ProtocolError for an unknown host or a host without an agent (an unknown outcome word never decodes).
 ProbeResult probe_result(const ProbeRound& round, const std::vector<JobHost>& hosts, std::size_t from,
                          const ProbeResultMsg& m, const std::string& peer);
 

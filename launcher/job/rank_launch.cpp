@@ -38,7 +38,7 @@ JobNetwork job_network(const std::vector<JobHost>& hosts, const RankPlan& plan, 
 LaunchMsg launch_message(const JobHost& h, const RankPlan& plan, const JobNetwork& net, const EnvPolicy& env,
                          const LaunchOptions& options, const std::string& cwd) {
   const HostPlan& hp = plan.hosts()[h.plan_index];
-  LaunchMsg m{h.name, cwd, options.command, h.is_local ? env.local() : env.remote(), {}};
+  LaunchMsg m{cwd, options.command, h.is_local ? env.local() : env.remote(), {}};
   for (int r = hp.first_rank; r < hp.first_rank + hp.local_size; ++r) {
     auto rank_env = rank_environment(plan.rank(r), net);
     apply_user_variables(rank_env, env.user());

@@ -1,6 +1,7 @@
 #pragma once
 // What the ranks are started with once every host has its NIC: the job's network for the rank
 // contract and each host's LaunchMsg (the agents start the ranks), or mpirun's input (--mpi).
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,11 +17,11 @@
 namespace hvrun {
 
 // Where the job's shared services are: rank 0's host (`rank0_host`, the job's index), the store's
-// token, and Horovod's rendezvous (an empty address when not served).
+// token, and Horovod's rendezvous (no address when not served).
 struct JobServices {
   std::size_t rank0_host = 0;
   std::string store_token;
-  std::string horovod_rendezvous_addr;
+  std::optional<std::string> horovod_rendezvous_addr;
   int horovod_rendezvous_port = 0;
 };
 

@@ -248,6 +248,7 @@ NicVerdict judge(const std::vector<HostInventory>& hosts, std::size_t host, cons
       view.address = r->address;
       view.answered_as = r->answered_as;
       view.elapsed = r->elapsed;
+      view.detail = r->detail;
     }
   }
   for (std::size_t i = 0; i < addresses.size(); ++i) {

@@ -32,6 +32,7 @@ struct ProbeResult {
   ProbeOutcome outcome = ProbeOutcome::kTimeout;
   std::string answered_as;  // kWrongHost: the identity that answered (a HostInventory host or hostname)
   std::chrono::milliseconds elapsed{0};
+  std::string detail;  // the prober's words on a failure ("Connection refused"); "" for ok
 };
 
 // What one host's agent reported.
@@ -49,6 +50,7 @@ struct PeerView {
   std::string address;                  // the address that outcome belongs to
   std::string answered_as;
   std::chrono::milliseconds elapsed{0};
+  std::string detail;  // that outcome's ProbeResult::detail
 };
 
 // The verdict on one candidate NIC of a host (up, running, allowed by the filter, not loopback unless

@@ -49,13 +49,13 @@ std::map<std::string, std::string> rank_environment(const RankInfo& rank, const 
       {kMasterAddr, net.master_addr},
       {kMasterPort, str(net.master_port)},
   };
-  if (!net.store_addr.empty()) {
-    env[kStoreAddr] = net.store_addr;
+  if (net.store_addr) {
+    env[kStoreAddr] = *net.store_addr;
     env[kStorePort] = str(net.store_port);
     env[kStoreToken] = net.store_token;
   }
-  if (!net.horovod_rendezvous_addr.empty()) {
-    env[kHorovodGlooRendezvousAddr] = net.horovod_rendezvous_addr;
+  if (net.horovod_rendezvous_addr) {
+    env[kHorovodGlooRendezvousAddr] = *net.horovod_rendezvous_addr;
     env[kHorovodGlooRendezvousPort] = str(net.horovod_rendezvous_port);
   }
   return env;

@@ -1,6 +1,7 @@
 #pragma once
 // The rank contract: the environment every rank gets on top of the launcher's (see README).
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,10 +20,10 @@ struct JobNetwork {
   std::vector<HostNetwork> hosts;  // parallel to RankPlan::hosts()
   std::string master_addr;         // rank 0's host's selected address
   int master_port = 0;             // a port free on rank 0's host
-  std::string store_addr;          // rendezvous store (empty until it exists)
+  std::optional<std::string> store_addr;  // rendezvous store (nothing until it exists)
   int store_port = 0;
   std::string store_token;
-  std::string horovod_rendezvous_addr;  // Horovod's Gloo rendezvous (empty until it exists)
+  std::optional<std::string> horovod_rendezvous_addr;  // Horovod's Gloo rendezvous (nothing until it exists)
   int horovod_rendezvous_port = 0;
 };
 

@@ -121,9 +121,15 @@ void AgentStartup::start() {
 void AgentStartup::hello(std::size_t i, HelloMsg m, const std::string& peer) {
   JobHost& h = impl_->hosts[i];
   if (h.hello) throw ProtocolError(peer + ": a second hello");
-  if (m.version != kVersion)
-    throw ProtocolError(peer + " is version " + m.version + ", hvrun is " + kVersion +
-                        "; install the same hvrun version on every host");
+  if (m.version != kVersion || m.control_version != kControlVersion) {
+    // The control version is named only when it differs: builds of one release may speak different ones.
+    const bool name_control = m.control_version != kControlVersion;
+    const auto version = [name_control](const std::string& release, int control) {
+      return name_control ? release + " (control protocol " + std::to_string(control) + ")" : release;
+    };
+    throw ProtocolError(peer + " is version " + version(m.version, m.control_version) + ", hvrun is " +
+                        version(kVersion, kControlVersion) + "; install the same hvrun version on every host");
+  }
   clear_status();
   spdlog::info("hvrun: agent on {} is up (hostname {}, pid {}{})", h.name, m.hostname, m.pid,
                h.remote ? ", " + h.remote->agent_description() : std::string());
@@ -133,7 +139,7 @@ void AgentStartup::hello(std::size_t i, HelloMsg m, const std::string& peer) {
 
 bool AgentStartup::all_up() const {
   for (const auto& h : impl_->hosts)
-    if (!(h.hello && h.ready) && (h.connecting || h.connect_error.empty())) return false;
+    if (!(h.hello && h.ready) && (h.connecting || !h.connect_error)) return false;
   return true;
 }
 

@@ -16,9 +16,9 @@ StartProgress start_progress(const std::vector<JobHost>& hosts, std::chrono::mil
   StartProgress p;
   p.hosts = hosts.size();
   for (const JobHost& h : hosts) {
-    if (!h.connecting && h.connect_error.empty()) ++p.connected;
+    if (!h.connecting && !h.connect_error) ++p.connected;
     if (h.hello) ++p.agents_up;
-    if (h.connect_error.empty() && !(h.hello && h.ready)) p.pending.push_back(h.name);
+    if (!h.connect_error && !(h.hello && h.ready)) p.pending.push_back(h.name);
   }
   p.elapsed = elapsed;
   return p;
@@ -28,9 +28,9 @@ std::optional<std::string> connect_failures(const std::vector<JobHost>& hosts) {
   std::string report;
   int failed = 0;
   for (const JobHost& h : hosts)
-    if (!h.connect_error.empty()) {
+    if (h.connect_error) {
       ++failed;
-      report += "\n    " + h.connect_error;
+      report += "\n    " + *h.connect_error;
     }
   if (failed == 0) return std::nullopt;
   return "cannot start the job on " + std::to_string(failed) + " of " + std::to_string(hosts.size()) +
@@ -40,7 +40,7 @@ std::optional<std::string> connect_failures(const std::vector<JobHost>& hosts) {
 std::string agents_missing(const std::vector<JobHost>& hosts) {
   std::string missing;
   for (const JobHost& h : hosts)
-    if (!h.hello && h.connect_error.empty()) missing += (missing.empty() ? "" : ", ") + h.name;
+    if (!h.hello && !h.connect_error) missing += (missing.empty() ? "" : ", ") + h.name;
   return missing;
 }
 

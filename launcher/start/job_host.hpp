@@ -19,7 +19,7 @@ struct JobHost {
   bool is_local = false;
   std::unique_ptr<LocalAgent> local;
   std::shared_ptr<HostAgent> remote;  // SSH, --rsh-agent
-  std::string connect_error;          // why SSH or the agent start failed
+  std::optional<std::string> connect_error;  // why SSH or the agent start failed; nothing while it has not
   bool connecting = false;
   std::optional<HelloMsg> hello;
   std::optional<ReadyMsg> ready;  // the agent has the job's secret and answers probes

@@ -43,7 +43,7 @@ std::vector<ProbeResult> lab_probe(const std::vector<HostInventory>& hosts, cons
   for (const ProbeTarget& t : targets) {
     for (std::size_t from = 0; from < hosts.size(); ++from) {
       if (from == t.host) continue;
-      ProbeResult r{from, t.host, t.iface, t.address, ProbeOutcome::kOk, "", std::chrono::milliseconds(2)};
+      ProbeResult r{from, t.host, t.iface, t.address, ProbeOutcome::kOk, "", std::chrono::milliseconds(2), ""};
       if (t.iface == "docker0") {
         r.outcome = ProbeOutcome::kWrongHost;  // 172.17.0.1 is the prober's own docker0
         r.answered_as = hosts[from].hostname;
