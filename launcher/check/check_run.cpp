@@ -36,7 +36,7 @@ int print_check_report(const CheckReport& r, const LaunchOptions& options) {
     try {
       write_report_file(options.report_file, r.html());
     } catch (const Error& e) {
-      spdlog::error("hvrun: {}", e.what());
+      spdlog::error("{}", e.what());
       exit_code = kExitLaunchFailed;
     }
   }

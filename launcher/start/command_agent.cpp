@@ -5,7 +5,6 @@
 #include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
-#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -14,6 +13,7 @@
 #include "agent/rank_process.hpp"
 #include "agent/wire/duration_text.hpp"
 #include "agent/wire/error.hpp"
+#include "agent/wire/log.hpp"
 #include "launcher/base/io_thread.hpp"
 #include "launcher/base/open_files_limit.hpp"
 
@@ -148,7 +148,7 @@ class CommandAgent::StderrDrain final : public IoClient {
   }
 
   void finish(const std::string& failure) override {
-    if (!failure.empty()) spdlog::debug("stderr of the agent command: {}", failure);
+    if (!failure.empty()) log_of(LogSubsys::kStart).debug("stderr of the agent command: {}", failure);
     {
       std::lock_guard lock(owner_.tail_mutex_);
       owner_.stderr_ended_ = true;
