@@ -26,11 +26,13 @@
 #include "agent/wire/control_message.hpp"
 #include "agent/wire/duration_text.hpp"
 #include "agent/wire/error.hpp"
+#include "agent/wire/user_message.hpp"
 #include "agent/network_stack.hpp"
 #include "agent/wire/frame_channel.hpp"
 #include "agent/wire/heartbeat.hpp"
 #include "agent/wire/io_sizes.hpp"
 #include "agent/wire/local_hostname.hpp"
+#include "agent/wire/log.hpp"
 #include "agent/wire/probe_message.hpp"
 #include "agent/wire/job_secret.hpp"
 #include "agent/probe_listener.hpp"
@@ -164,7 +166,7 @@ struct Agent::Impl {
       return send(FatalMsg{std::string(e.what()) + " on " + local_hostname()});
     }
     state.serving_horovod_rendezvous();
-    spdlog::debug("hvrun-agent: Horovod rendezvous on {}:{}", m.address, horovod_rendezvous->port());
+    log_of(LogSubsys::kRendezvous).debug("Horovod rendezvous on {}:{}", m.address, horovod_rendezvous->port());
     send(HorovodRendezvousReadyMsg{horovod_rendezvous->port()});
   }
 
@@ -236,7 +238,7 @@ struct Agent::Impl {
 
   void on_launcher_gone(const std::string& error) {
     const AgentState::Gone gone = state.on_launcher_gone();
-    if (gone.report && !error.empty()) spdlog::error("hvrun-agent: {}; killing all ranks", error);
+    if (gone.report && !error.empty()) spdlog::error("{}; killing all ranks", error);
     carry_out(gone.decision);
   }
 
@@ -253,7 +255,7 @@ struct Agent::Impl {
       try {
         signal_group(r.pid, sig);
       } catch (const Error& e) {
-        spdlog::warn("hvrun-agent: rank {}: {}", r.rank, e.what());
+        spdlog::warn("rank {}: {}", r.rank, e.what());
       }
     }
   }

@@ -10,12 +10,12 @@
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
 #include <optional>
-#include <spdlog/spdlog.h>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "agent/wire/error.hpp"
 #include "agent/tcp_listener.hpp"
+#include "agent/wire/log.hpp"
 
 namespace hvrun {
 
@@ -39,7 +39,8 @@ class HttpSession;
 
 struct HorovodRendezvousState : std::enable_shared_from_this<HorovodRendezvousState> {
   HorovodRendezvousState(asio::io_context& io, HorovodRendezvousOptions o)
-      : listener(std::make_shared<TcpListener>(io, "horovod rendezvous")), options(std::move(o)) {}
+      : listener(std::make_shared<TcpListener>(io, "horovod rendezvous", LogSubsys::kRendezvous)),
+        options(std::move(o)) {}
 
   std::shared_ptr<TcpListener> listener;
   HorovodRendezvousOptions options;
@@ -70,7 +71,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void close(const std::string& why) {
     if (closed_) return;
     closed_ = true;
-    spdlog::debug("horovod rendezvous: closing connection from {}: {}", peer_, why);
+    log_of(LogSubsys::kRendezvous).debug("horovod rendezvous: closing connection from {}: {}", peer_, why);
     boost::system::error_code ignored;
     stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
     stream_.close();
@@ -141,7 +142,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   // A request the bounds refuse: the answer says why (Horovod's client retries, then aborts the rank
   // naming the status), the agent's log says who, and the connection ends.
   void refuse_request(http::status status, const std::string& why) {
-    spdlog::warn("horovod rendezvous: refused a request from {}: {}", peer_, why);
+    log_of(LogSubsys::kRendezvous).warn("horovod rendezvous: refused a request from {}: {}", peer_, why);
     respond(status, 11, false, why);
   }
 
@@ -200,8 +201,9 @@ bool HorovodRendezvousState::admit(const tcp::endpoint& peer) {
 
 void HorovodRendezvousState::refuse(const std::string& peer, const std::string& why) {
   if (++refused <= kLoggedRefusals)
-    spdlog::warn("horovod rendezvous: refused a connection from {}: {}{}", peer, why,
-                 refused == kLoggedRefusals ? " (further refusals are not logged)" : "");
+    log_of(LogSubsys::kRendezvous)
+        .warn("horovod rendezvous: refused a connection from {}: {}{}", peer, why,
+              refused == kLoggedRefusals ? " (further refusals are not logged)" : "");
 }
 
 void HorovodRendezvousState::erase(const std::string& key) {

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <fstream>
 
-#include <spdlog/spdlog.h>
+#include "agent/wire/log.hpp"
 
 namespace hvrun {
 
@@ -16,13 +16,13 @@ std::string network_stack_identity() {
   std::getline(boot, boot_id);
   struct stat ns {};
   if (boot_id.empty()) {
-    spdlog::debug("hvrun-agent: cannot read /proc/sys/kernel/random/boot_id; duplicate hosts go unnoticed");
+    log_of(LogSubsys::kStart).debug("cannot read /proc/sys/kernel/random/boot_id; duplicate hosts go unnoticed");
     return {};
   }
   // The namespace's inode on nsfs (and that file system's device) name it for as long as it exists.
   if (::stat("/proc/self/ns/net", &ns) != 0) {
-    spdlog::debug("hvrun-agent: stat(/proc/self/ns/net) failed: {}; duplicate hosts go unnoticed",
-                  std::strerror(errno));
+    log_of(LogSubsys::kStart)
+        .debug("stat(/proc/self/ns/net) failed: {}; duplicate hosts go unnoticed", std::strerror(errno));
     return {};
   }
   return boot_id + "/net:" + std::to_string(ns.st_dev) + ":" + std::to_string(ns.st_ino);

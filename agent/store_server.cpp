@@ -10,7 +10,6 @@
 #include <deque>
 #include <limits>
 #include <optional>
-#include <spdlog/spdlog.h>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -21,6 +20,7 @@
 #include "agent/wire/frame_codec.hpp"
 #include "agent/wire/invariant.hpp"
 #include "agent/tcp_listener.hpp"
+#include "agent/wire/log.hpp"
 
 namespace hvrun {
 
@@ -43,7 +43,10 @@ class Session;
 
 struct StoreServerState : std::enable_shared_from_this<StoreServerState> {
   StoreServerState(asio::io_context& io, std::string t, StoreServerOptions o)
-      : io(io), listener(std::make_shared<TcpListener>(io, "store")), token(std::move(t)), options(o) {}
+      : io(io),
+        listener(std::make_shared<TcpListener>(io, "store", LogSubsys::kStore)),
+        token(std::move(t)),
+        options(o) {}
 
   asio::io_context& io;
   std::shared_ptr<TcpListener> listener;
@@ -90,9 +93,9 @@ class Session : public std::enable_shared_from_this<Session> {
     if (closed_) return;
     closed_ = true;
     if (loud)
-      spdlog::warn("store: closing connection from {}: {}", peer_, why);
+      log_of(LogSubsys::kStore).warn("store: closing connection from {}: {}", peer_, why);
     else
-      spdlog::debug("store: closing connection from {}: {}", peer_, why);
+      log_of(LogSubsys::kStore).debug("store: closing connection from {}: {}", peer_, why);
     end_pending();
     boost::system::error_code ignored;
     timer_.cancel();
@@ -210,7 +213,7 @@ class Session : public std::enable_shared_from_this<Session> {
       r.data = "authentication failed: wrong store token (HVRUN_STORE_TOKEN of another job?)";
       closing_ = true;
       send(r);
-      return spdlog::warn("store: refused a connection from {}: wrong token", peer_);
+      return log_of(LogSubsys::kStore).warn("store: refused a connection from {}: wrong token", peer_);
     }
     if (m.data2.size() != store::kNonceSize) throw ProtocolError(peer_ + ": authentication without a nonce");
     authenticated_ = true;

@@ -1,15 +1,16 @@
 #include "agent/tcp_listener.hpp"
 
 #include <boost/asio/ip/v6_only.hpp>
-#include <spdlog/spdlog.h>
+
+#include "agent/wire/log.hpp"
 
 namespace hvrun {
 
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 
-TcpListener::TcpListener(asio::io_context& io, std::string what)
-    : acceptor_(io), retry_timer_(io), what_(std::move(what)) {}
+TcpListener::TcpListener(asio::io_context& io, std::string what, LogSubsys subsys)
+    : acceptor_(io), retry_timer_(io), what_(std::move(what)), subsys_(subsys) {}
 
 boost::system::error_code TcpListener::listen(const Endpoint& ep, bool dual_stack) {
   boost::system::error_code ec;
@@ -28,14 +29,14 @@ boost::system::error_code TcpListener::listen(const Endpoint& ep, bool dual_stac
 void TcpListener::start(std::function<void(Socket)> on_accept) {
   on_accept_ = std::move(on_accept);
   accept();
-  spdlog::debug("{}: listening on {}", what_, endpoint_text(local_endpoint()));
+  log_of(subsys_).debug("{}: listening on {}", what_, endpoint_text(local_endpoint()));
 }
 
 void TcpListener::accept() {
   acceptor_.async_accept([self = shared_from_this()](auto ec, tcp::socket socket) {
     if (self->closed_) return;
     if (ec) {
-      spdlog::warn("{}: accept failed: {}", self->what_, ec.message());
+      log_of(self->subsys_).warn("{}: accept failed: {}", self->what_, ec.message());
       self->retry_timer_.expires_after(std::chrono::milliseconds(100));
       self->retry_timer_.async_wait([self](auto wait_ec) {
         if (!wait_ec && !self->closed_) self->accept();

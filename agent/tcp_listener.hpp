@@ -10,6 +10,8 @@
 #include <memory>
 #include <string>
 
+#include "agent/wire/log.hpp"
+
 namespace hvrun {
 
 class TcpListener : public std::enable_shared_from_this<TcpListener> {
@@ -17,9 +19,9 @@ class TcpListener : public std::enable_shared_from_this<TcpListener> {
   using Socket = boost::asio::ip::tcp::socket;
   using Endpoint = boost::asio::ip::tcp::endpoint;
 
-  // `what` names the server in log lines ("store"). Make it with std::make_shared: pending accepts
-  // keep it alive.
-  TcpListener(boost::asio::io_context& io, std::string what);
+  // `what` names the server in log lines ("store"), written by the logger of `subsys`. Make it with
+  // std::make_shared: pending accepts keep it alive.
+  TcpListener(boost::asio::io_context& io, std::string what, LogSubsys subsys);
 
   // Opens, binds and listens on `ep` (dual_stack: an IPv6 socket that takes IPv4 too). Returns the
   // error with the socket closed again, so the caller can try another endpoint and name the address.
@@ -38,6 +40,7 @@ class TcpListener : public std::enable_shared_from_this<TcpListener> {
   boost::asio::ip::tcp::acceptor acceptor_;
   boost::asio::steady_timer retry_timer_;
   std::string what_;
+  LogSubsys subsys_;
   std::function<void(Socket)> on_accept_;
   bool closed_ = false;
 };

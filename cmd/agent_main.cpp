@@ -7,12 +7,12 @@
 
 #include <cstring>
 #include <iostream>
-#include <spdlog/sinks/stdout_sinks.h>
-#include <spdlog/spdlog.h>
 #include <openssl/crypto.h>
 
 #include "agent/agent.hpp"
 #include "agent/wire/error.hpp"
+#include "agent/wire/log.hpp"
+#include "agent/wire/user_message.hpp"
 #include "hvrun/version.hpp"
 
 int main(int argc, char** argv) {
@@ -24,9 +24,10 @@ int main(int argc, char** argv) {
     std::cerr << "hvrun-agent: started by hvrun, not by hand (unexpected argument '" << argv[1] << "')\n";
     return 2;
   }
-  // hvrun's own messages go to stderr: stdout carries the ranks' output (and, for the agent, the protocol).
-  spdlog::set_default_logger(spdlog::stderr_logger_st("hvrun"));
-  spdlog::set_pattern("%v");
+  // The agent's own messages go to stderr, each "hvrun-agent: " + text (agent/wire/log.hpp), at info and
+  // above: stdout carries the protocol (and, once duplicated away below, the ranks' output).
+  hvrun::init_log("hvrun-agent: ");
+  hvrun::set_log_threshold(hvrun::LogLevel::info, hvrun::all_log_subsystems());
   // The agent needs OpenSSL only for HMAC-SHA256 and random bytes: no config file, no error strings,
   // no cipher and digest tables (they cost more resident memory than the rest of the agent).
   if (OPENSSL_init_crypto(OPENSSL_INIT_NO_LOAD_CONFIG | OPENSSL_INIT_NO_LOAD_CRYPTO_STRINGS |

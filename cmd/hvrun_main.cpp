@@ -1,31 +1,30 @@
 // hvrun: launch and supervise a multi-host training job (see README.md). Errors become one line on
 // stderr and an exit code here, at the edge; everything below throws.
-#include <spdlog/sinks/stdout_sinks.h>
-#include <spdlog/spdlog.h>
-
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
 
 #include "agent/wire/error.hpp"
+#include "agent/wire/log.hpp"
+#include "agent/wire/user_message.hpp"
 #include "launcher/base/open_files_limit.hpp"
 #include "launcher/cli/launch_options.hpp"
+#include "launcher/cli/log_choice.hpp"
 #include "launcher/job/job.hpp"
 
 namespace {
 int run(int argc, char** argv) {
-  // hvrun's own messages go to stderr: stdout carries the ranks' output (and, for the agent, the protocol).
-  // Thread-safe: the output writer's thread reports a broken stream too.
-  spdlog::set_default_logger(spdlog::stderr_logger_mt("hvrun"));
+  // hvrun's own messages go to stderr, each "hvrun: " + text (agent/wire/log.hpp): stdout carries the
+  // ranks' output. Thread-safe: the output writer's thread reports a broken stream too.
+  hvrun::init_log(hvrun::kHvrunLogPrefix);
   // A reader of hvrun's stdout that goes away (`hvrun ... | head`) or an SSH socket closed under us
   // must be an error to handle (EPIPE), not a signal that kills hvrun before it stops the ranks.
   ::signal(SIGPIPE, SIG_IGN);
-  spdlog::set_pattern("%v");
-  spdlog::set_level(spdlog::level::warn);
+  hvrun::set_log_threshold(hvrun::kDefaultLogLevel, hvrun::all_log_subsystems());
   try {
     hvrun::CliResult cli = hvrun::parse_command_line(argc, argv);
     if (cli.action == hvrun::CliAction::kExit) return cli.exit_code;
-    spdlog::set_level(spdlog::level::from_str(cli.options.verbose ? std::string("info") : cli.options.log_level));
+    hvrun::set_log_threshold(cli.options.log_level, cli.options.log_subsys);
     // A few descriptors per host: raise the soft limit, before any thread starts (launcher/base/open_files_limit.hpp).
     hvrun::raise_open_files_limit();
     hvrun::Job job(std::move(cli.options));

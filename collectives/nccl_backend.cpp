@@ -1,11 +1,10 @@
 #include "collectives/nccl_backend.hpp"
 
-#include <spdlog/spdlog.h>
-
 #include <thread>
 
 #include "agent/wire/duration_text.hpp"
 #include "agent/wire/error.hpp"
+#include "collectives/collectives_log.hpp"
 #include "collectives/nccl_check.hpp"
 #include "collectives/store_client.hpp"
 
@@ -91,7 +90,7 @@ struct NcclBackend::Impl {
     if (comm == nullptr) return;
     aborted_because = why;
     const ncclResult_t r = ncclCommAbort(comm);
-    if (r != ncclSuccess) spdlog::warn("{}: ncclCommAbort: {}", where, ncclGetErrorString(r));
+    if (r != ncclSuccess) collectives_log().warn("{}: ncclCommAbort: {}", where, ncclGetErrorString(r));
     comm = nullptr;
   }
 
@@ -145,7 +144,7 @@ NcclBackend::NcclBackend(int rank, int size, int local_rank, int device, StoreCl
   config.blocking = 0;  // so that a missing rank costs the timeout, not forever
   impl_->complete(ncclCommInitRankConfig(&impl_->comm, size, id, rank, &config), "ncclCommInitRank");
   check_cuda(cudaStreamCreateWithFlags(&impl_->own_stream, cudaStreamNonBlocking), "cudaStreamCreate", impl_->where);
-  spdlog::debug("{}: NCCL communicator ready on CUDA device {}", impl_->where, impl_->device);
+  collectives_log().debug("{}: NCCL communicator ready on CUDA device {}", impl_->where, impl_->device);
 }
 
 NcclBackend::~NcclBackend() {
@@ -155,7 +154,7 @@ NcclBackend::~NcclBackend() {
       impl_->complete(ncclCommFinalize(impl_->comm), "ncclCommFinalize");
       if (impl_->comm != nullptr) ncclCommDestroy(impl_->comm);
     } catch (const Error& e) {
-      spdlog::warn("{}", e.what());
+      collectives_log().warn("{}", e.what());
     }
     impl_->comm = nullptr;
   }

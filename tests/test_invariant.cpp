@@ -6,9 +6,9 @@
 #include <string>
 
 #include "agent/wire/invariant.hpp"
+#include "agent/wire/user_message.hpp"
 
-using Catch::Contains;
-using Catch::EndsWith;
+using Catch::Contains, Catch::EndsWith;
 
 namespace {
 

@@ -70,7 +70,7 @@ TEST_CASE("defaults", "[cli]") {
   CHECK(o.output_filename.empty());
   CHECK_FALSE(o.prefix_timestamp);
   CHECK_FALSE(o.verbose);
-  CHECK(o.log_level == "warn");
+  CHECK(o.log_level == spdlog::level::warn);
   CHECK_FALSE(o.dry_run);
   CHECK_FALSE(o.check_only);
   CHECK(o.command == Args{"python", "train.py"});
@@ -168,7 +168,7 @@ TEST_CASE("the other options", "[cli]") {
   CHECK(o.kill_grace == 0ms);
   CHECK(o.output_filename == "logs");
   CHECK(o.prefix_timestamp);
-  CHECK(o.log_level == "debug");
+  CHECK(o.log_level == spdlog::level::debug);
   CHECK(o.dry_run);
   CHECK(options({"--ssh-port=65535", "cmd"}).ssh_port == 65535);
   CHECK(options({"--start-timeout", "0.0001", "cmd"}).start_timeout == 1ms);
@@ -176,10 +176,38 @@ TEST_CASE("the other options", "[cli]") {
 }
 
 TEST_CASE("--verbose means info unless --hvrun-log-level says otherwise", "[cli]") {
-  CHECK(options({"--verbose", "cmd"}).log_level == "info");
+  CHECK(options({"--verbose", "cmd"}).log_level == spdlog::level::info);
   CHECK(options({"--verbose", "cmd"}).verbose);
-  CHECK(options({"--verbose", "--hvrun-log-level", "trace", "cmd"}).log_level == "trace");
-  CHECK(options({"--hvrun-log-level=error", "--verbose", "cmd"}).log_level == "error");
+  CHECK(options({"--verbose", "--hvrun-log-level", "trace", "cmd"}).log_level == spdlog::level::trace);
+  CHECK(options({"--hvrun-log-level=error", "--verbose", "cmd"}).log_level == spdlog::level::err);
+}
+
+TEST_CASE("an explicit --hvrun-log-level wins over --verbose in either order", "[cli]") {
+  CHECK(options({"--verbose", "--hvrun-log-level", "debug", "cmd"}).log_level == spdlog::level::debug);
+  CHECK(options({"--hvrun-log-level", "debug", "--verbose", "cmd"}).log_level == spdlog::level::debug);
+  CHECK(options({"--hvrun-log-level", "off", "cmd"}).log_level == spdlog::level::off);
+  CHECK(options({"cmd"}).log_level == spdlog::level::warn);
+}
+
+TEST_CASE("--hvrun-log-subsys selects subsystems; an unknown name is a usage error naming the valid ones", "[cli]") {
+  using hvrun::LogSubsys;
+  auto only = [](std::initializer_list<LogSubsys> subsystems) {
+    hvrun::LogSubsysSet set;
+    for (LogSubsys s : subsystems) set.set(static_cast<std::size_t>(s));
+    return set;
+  };
+  CHECK(options({"cmd"}).log_subsys == hvrun::all_log_subsystems());
+  CHECK(options({"--hvrun-log-subsys", "ssh,rank", "cmd"}).log_subsys == only({LogSubsys::kSsh, LogSubsys::kRank}));
+  CHECK(options({"--hvrun-log-subsys=^store", "cmd"}).log_subsys == ~only({LogSubsys::kStore}));
+  const std::string valid = "give a comma list of ssh, start, nic, rank, output, proc, store, rendezvous, or all "
+                            "(^LIST: all but those)";
+  CHECK(usage_error({"--hvrun-log-subsys", "ssh,bogus", "cmd"}) ==
+        "--hvrun-log-subsys: unknown subsystem 'bogus'; " + valid);
+  CHECK(usage_error({"--hvrun-log-subsys", "SSH", "cmd"}) == "--hvrun-log-subsys: unknown subsystem 'SSH'; " + valid);
+  CHECK(usage_error({"--hvrun-log-subsys", "", "cmd"}) == "--hvrun-log-subsys: no subsystem given; " + valid);
+  CHECK(usage_error({"--hvrun-log-subsys", "^", "cmd"}) == "--hvrun-log-subsys: no subsystem given; " + valid);
+  CHECK(usage_error({"--hvrun-log-subsys", "ssh,,nic", "cmd"}) ==
+        "--hvrun-log-subsys: an empty name in 'ssh,,nic'; " + valid);
 }
 
 TEST_CASE("--check-only needs no command", "[cli]") {

@@ -3,8 +3,6 @@
 #include <cerrno>
 #include <cstring>
 
-#include <spdlog/spdlog.h>
-
 namespace hvrun {
 
 namespace {
@@ -19,12 +17,6 @@ std::string describe(const std::string& call, const std::string& context, int er
 
 SystemError::SystemError(const std::string& call, const std::string& context, int err)
     : Error(describe(call, context, err)), err_(err) {}
-
-std::string user_message(const std::exception& e, const std::string& doing) {
-  if (dynamic_cast<const Error*>(&e) != nullptr) return e.what();
-  spdlog::debug("unexpected exception while {}: {}", doing, e.what());
-  return "unexpected failure while " + doing + " (an hvrun bug; --log-level debug shows the details)";
-}
 
 void throw_errno(const std::string& call, const std::string& context) {
   throw SystemError(call, context, errno);

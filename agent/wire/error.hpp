@@ -9,12 +9,6 @@
 
 namespace hvrun {
 
-// The one line a user sees for an exception caught at an edge: an Error's own message (it names the
-// host, flag or peer); for any other exception (a library's: "[json.exception.type_error.316] ...")
-// "unexpected failure while DOING (an hvrun bug; --log-level debug shows the details)", the library's
-// text logged at debug level only. No library's exception text reaches a user otherwise.
-std::string user_message(const std::exception& e, const std::string& doing);
-
 // Throws SystemError for `call` with the current errno. `context` says what it was for ("pipe for rank 3").
 [[noreturn]] void throw_errno(const std::string& call, const std::string& context = {});
 

@@ -1,11 +1,11 @@
 #include "launcher/base/open_files_limit.hpp"
 
-#include <spdlog/spdlog.h>
-
 #include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <iterator>
+
+#include "agent/wire/log.hpp"
 
 namespace hvrun {
 
@@ -23,21 +23,24 @@ void raise_open_files_limit() {
   if (g_raised.load()) return;
   rlimit current{};
   if (::getrlimit(RLIMIT_NOFILE, &current) != 0) {
-    spdlog::debug("getrlimit(RLIMIT_NOFILE) failed: {}; the open files limit stays as it is", std::strerror(errno));
+    log_of(LogSubsys::kProc)
+        .debug("getrlimit(RLIMIT_NOFILE) failed: {}; the open files limit stays as it is", std::strerror(errno));
     return;
   }
   if (current.rlim_cur == current.rlim_max) return;
   rlimit raised = current;
   raised.rlim_cur = current.rlim_max;
   if (::setrlimit(RLIMIT_NOFILE, &raised) != 0) {
-    spdlog::debug("setrlimit(RLIMIT_NOFILE, {}) failed: {}; the open files limit stays at {}",
-                  limit_text(raised.rlim_cur), std::strerror(errno), limit_text(current.rlim_cur));
+    log_of(LogSubsys::kProc)
+        .debug("setrlimit(RLIMIT_NOFILE, {}) failed: {}; the open files limit stays at {}", limit_text(raised.rlim_cur),
+               std::strerror(errno), limit_text(current.rlim_cur));
     return;
   }
   g_original = current;
   g_raised.store(true);
-  spdlog::debug("open files limit raised from {} to {} (the processes hvrun starts get {} back)",
-                limit_text(current.rlim_cur), limit_text(raised.rlim_cur), limit_text(current.rlim_cur));
+  log_of(LogSubsys::kProc)
+      .debug("open files limit raised from {} to {} (the processes hvrun starts get {} back)",
+             limit_text(current.rlim_cur), limit_text(raised.rlim_cur), limit_text(current.rlim_cur));
 }
 
 rlimit original_open_files_limit() {
@@ -62,8 +65,9 @@ std::vector<std::string> with_original_open_files_limit(std::vector<std::string>
 void restore_open_files_limit(pid_t pid, const std::string& what) {
   if (!g_raised.load()) return;
   if (::prlimit(pid, RLIMIT_NOFILE, &g_original, nullptr) != 0) {
-    spdlog::debug("prlimit(RLIMIT_NOFILE) for {} (pid {}) failed: {}; it keeps the raised open files limit", what,
-                  pid, std::strerror(errno));
+    log_of(LogSubsys::kProc)
+        .debug("prlimit(RLIMIT_NOFILE) for {} (pid {}) failed: {}; it keeps the raised open files limit", what, pid,
+               std::strerror(errno));
   }
 }
 

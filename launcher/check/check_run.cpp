@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "agent/wire/error.hpp"
+#include "agent/wire/log.hpp"
 #include "launcher/base/exit_codes.hpp"
 #include "launcher/base/text_layout.hpp"
 #include "launcher/base/write_fully.hpp"
@@ -36,7 +37,7 @@ int print_check_report(const CheckReport& r, const LaunchOptions& options) {
     try {
       write_report_file(options.report_file, r.html());
     } catch (const Error& e) {
-      spdlog::error("hvrun: {}", e.what());
+      spdlog::error("{}", e.what());
       exit_code = kExitLaunchFailed;
     }
   }
@@ -51,7 +52,7 @@ int print_check_report(const CheckReport& r, const LaunchOptions& options) {
 std::string unusable_text(const CheckReport& report, std::chrono::milliseconds probe_timeout, int attempts) {
   std::string why = report.why_unusable();
   while (!why.empty() && why.back() == '\n') why.pop_back();
-  return why + "\nhvrun: gave up after " + attempts_text(probe_timeout, attempts);
+  return why + "\n" + std::string(kHvrunLogPrefix) + "gave up after " + attempts_text(probe_timeout, attempts);
 }
 
 }  // namespace hvrun

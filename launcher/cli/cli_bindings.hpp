@@ -34,6 +34,8 @@ struct CliBindings {
   double probe_timeout = 1;
   std::vector<std::string> env;
   std::string launcher = "auto";
+  std::string log_level;   // --hvrun-log-level, checked against the level names by CLI11
+  std::string log_subsys;  // --hvrun-log-subsys, parsed by parse_log_subsys
   HorovodrunFlags horovodrun;
 
   CLI::Option* hosts_opt = nullptr;
@@ -44,6 +46,7 @@ struct CliBindings {
   CLI::Option* strict_opt = nullptr;
   CLI::Option* rsh_opt = nullptr;
   CLI::Option* level_opt = nullptr;
+  CLI::Option* subsys_opt = nullptr;
 };
 
 // Gives `app` hvrun's name, description, footer, version flag and help layout, and defines every option

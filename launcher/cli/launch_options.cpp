@@ -22,6 +22,7 @@
 #include "launcher/cli/cli_bindings.hpp"
 #include "launcher/cli/help_formatter.hpp"
 #include "launcher/cli/horovodrun_flags.hpp"
+#include "launcher/cli/log_choice.hpp"
 #include "launcher/cli/option_spelling.hpp"
 #include "launcher/cli/slurm_allocation.hpp"
 #include "launcher/nic/nic_filter.hpp"
@@ -251,10 +252,15 @@ void define_options(CLI::App& app, CliBindings& b) {
   app.add_flag("--prefix-output-with-timestamp", o.prefix_timestamp, "Prefix output lines with the time (UTC)")
       ->group(g::kOutput);
   app.add_flag("--verbose", o.verbose, "Log the launch's decisions (--hvrun-log-level info)")->group(g::kOutput);
-  b.level_opt = app.add_option("--hvrun-log-level", o.log_level, "hvrun's own logging threshold (default: warn)")
+  b.level_opt = app.add_option("--hvrun-log-level", b.log_level, "hvrun's own logging threshold (default: warn)")
                         ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
                         ->type_name("LEVEL")
                         ->group(g::kOutput);
+  b.subsys_opt = app.add_option("--hvrun-log-subsys", b.log_subsys,
+                                "Subsystems whose debug lines print: " + log_subsys_names() +
+                                    "; ^LIST: all but those (default: all)")
+                     ->type_name("LIST")
+                     ->group(g::kOutput);
   app.add_flag("--dry-run", o.dry_run, "Print the plan and the rank environment; start nothing")->group(g::kChecks);
   app.add_flag("--check-only", o.check_only, "Connect, probe and pick NICs, then report; no command needed")
       ->group(g::kChecks);
@@ -326,7 +332,7 @@ CliResult parse_command_line(int argc, const char* const* argv) {
   for (const auto* flag : {"--mpi-args", "--binding-args"}) {
     if (app.get_option(flag)->count() == 0) continue;
     shell_words(flag == std::string("--mpi-args") ? o.mpi_args : o.binding_args, flag);  // syntax errors stop here
-    if (!o.mpi) spdlog::warn("hvrun: {} applies only with --mpi (as in horovodrun); ignored", flag);
+    if (!o.mpi) spdlog::warn("{} applies only with --mpi (as in horovodrun); ignored", flag);
   }
   // Options that contradict each other are refused rather than one silently winning.
   if (o.check_only && o.dry_run) {
@@ -364,7 +370,10 @@ CliResult parse_command_line(int argc, const char* const* argv) {
   o.probe_timeout = std::max(to_millis(b.probe_timeout), std::chrono::milliseconds(1));
   o.ssh_connect_timeout = std::max(to_millis(b.ssh_connect_timeout), std::chrono::milliseconds(1));
   o.heartbeat_timeout = std::max(to_millis(b.heartbeat_timeout), std::chrono::milliseconds(1));
-  if (o.verbose && b.level_opt->count() == 0) o.log_level = "info";
+  o.log_level = choose_log_level(o.verbose, b.level_opt->count() > 0
+                                                ? std::optional<LogLevel>(spdlog::level::from_str(b.log_level))
+                                                : std::nullopt);
+  if (b.subsys_opt->count() > 0) o.log_subsys = parse_log_subsys(b.log_subsys, "--hvrun-log-subsys");
   for (const auto& item : b.env) o.env.push_back(split_env(item));
   NicFilter::parse(o.network_interfaces);  // syntax errors stop here, before any host is contacted
 

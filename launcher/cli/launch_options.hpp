@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "agent/wire/log.hpp"
 #include "launcher/cli/host_list.hpp"
 #include "launcher/cli/launcher_choice.hpp"
 
@@ -43,9 +44,11 @@ struct LaunchOptions {
   std::string output_filename;       // --output-filename DIR
   bool prefix_timestamp = false;
   bool verbose = false;
-  // --hvrun-log-level: hvrun's own messages: trace, debug, info, warn, error, off (--verbose: info).
+  // hvrun's own threshold, from --hvrun-log-level and --verbose (choose_log_level, launcher/cli/log_choice.hpp).
   // (--log-level is horovodrun's: HOROVOD_LOG_LEVEL for the ranks, in horovod_env.)
-  std::string log_level = "warn";
+  LogLevel log_level = LogLevel::warn;
+  // --hvrun-log-subsys: the subsystems whose debug and trace lines print (agent/wire/log.hpp); default all.
+  LogSubsysSet log_subsys = all_log_subsystems();
   bool dry_run = false;
   bool check_only = false;
   bool json = false;                 // --json: --check-only prints JSON

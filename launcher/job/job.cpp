@@ -18,6 +18,8 @@
 #include "agent/wire/error.hpp"
 #include "agent/wire/exit_status.hpp"
 #include "agent/wire/job_secret.hpp"
+#include "agent/wire/log.hpp"
+#include "agent/wire/user_message.hpp"
 #include "launcher/base/shell_quote.hpp"
 #include "launcher/check/check_run.hpp"
 #include "launcher/cli/rank_plan.hpp"
@@ -86,7 +88,7 @@ struct Job::Impl {
 
   int run() {
     if (plan.oversubscribed() && !options.oversubscribe)
-      spdlog::warn("hvrun: -np {} exceeds the {} slots of the host list; hosts run more ranks than slots "
+      spdlog::warn("-np {} exceeds the {} slots of the host list; hosts run more ranks than slots "
                    "(use --no-oversubscribe to make this an error)",
                    plan.size(), plan.total_slots());
     if (options.dry_run && !options.mpi) {
@@ -132,7 +134,7 @@ struct Job::Impl {
         return;
       } catch (const std::exception& e) {
         const std::string line = user_message(e, teardown.activity());
-        if (teardown.failure_reported() || teardown.tearing_down()) spdlog::error("hvrun: {}", line);
+        if (teardown.failure_reported() || teardown.tearing_down()) spdlog::error("{}", line);
         if (teardown.exit_code() == kExitOk) teardown.set_exit_code(kExitLaunchFailed);
         if (++failures > 2) return;
         if (teardown.tearing_down()) {
@@ -198,7 +200,7 @@ struct Job::Impl {
     timings.agents_up = Clock::now();
     if (const auto twin = startup->same_host()) {
       teardown.record_failure(kExitUsage);
-      spdlog::error("hvrun: error: {}", *twin);
+      spdlog::error("error: {}", *twin);
       return shut_down();
     }
     probe();
@@ -214,7 +216,7 @@ struct Job::Impl {
       nics->start();
     } catch (const UsageError& e) {
       teardown.record_failure(kExitUsage);
-      spdlog::error("hvrun: error: {}", e.what());
+      spdlog::error("error: {}", e.what());
       return shut_down();
     }
   }
@@ -228,7 +230,7 @@ struct Job::Impl {
     if (options.check_only) return report_check();
     if (!nics->all_chosen()) {
       teardown.record_failure(kExitLaunchFailed);
-      spdlog::error("hvrun: {}", unusable_text(nic_report(), options.probe_timeout, nics->round()->attempts()));
+      spdlog::error("{}", unusable_text(nic_report(), options.probe_timeout, nics->round()->attempts()));
       return shut_down();
     }
     // --mpi: mpirun's processes need no Gloo rendezvous.
@@ -245,7 +247,7 @@ struct Job::Impl {
     for (const Host& h : hosts) job_interfaces.push_back(h.hello->interfaces);
     const auto p = plan_horovod_rendezvous(c.iface, c.address, hosts[r0].hello->interfaces, job_interfaces);
     if (!p) {
-      spdlog::warn("hvrun: {}'s NIC {} has no IPv4 address, and Horovod's Gloo rendezvous client speaks IPv4 only: "
+      spdlog::warn("{}'s NIC {} has no IPv4 address, and Horovod's Gloo rendezvous client speaks IPv4 only: "
                    "it is not served, so Horovod programs cannot start; choose a NIC with IPv4 "
                    "(--network-interface)", hosts[r0].name, c.iface);
       return launch();
@@ -264,10 +266,10 @@ struct Job::Impl {
     const MpirunInput in = mpirun_input_for(hosts, plan, *nics->round(), options);
     try {
       mpirun = mpirun_argv(in);
-      spdlog::info("hvrun: --mpi: {}", shell_line(*mpirun));
+      spdlog::info("--mpi: {}", shell_line(*mpirun));
     } catch (const Error& e) {
       teardown.record_failure(kExitLaunchFailed);
-      spdlog::error("hvrun: {}", e.what());
+      spdlog::error("{}", e.what());
     }
     shut_down();
   }
@@ -292,7 +294,7 @@ struct Job::Impl {
       links->send(i, launch_message(hosts[i], plan, net, env, options, cwd));
     teardown.advance(Phase::kRunning);
     deadline.cancel();
-    spdlog::info("hvrun: started {} ranks on {} hosts", plan.size(), hosts.size());
+    spdlog::info("started {} ranks on {} hosts", plan.size(), hosts.size());
   }
 
   void on_start_timeout() {
@@ -346,14 +348,15 @@ struct Job::Impl {
     if (teardown.tearing_down()) return;  // the job failed meanwhile
     if (teardown.phase() != Phase::kRendezvous || i != exits.host_of(0))
       throw ProtocolError(links->peer(i) + ": Horovod rendezvous ready out of turn");
-    spdlog::info("hvrun: Horovod's Gloo rendezvous is at {}:{} on {}", *horovod_rendezvous_addr, m.port, hosts[i].name);
+    log_of(LogSubsys::kRendezvous)
+        .info("Horovod's Gloo rendezvous is at {}:{} on {}", *horovod_rendezvous_addr, m.port, hosts[i].name);
     horovod_rendezvous_port = m.port;
     launch();
   }
 
   void handle(std::size_t i, StartedMsg m) {
     check_rank_of(i, m.rank);
-    spdlog::debug("hvrun: rank {} on {} is pid {}", m.rank, hosts[i].name, m.pid);
+    log_of(LogSubsys::kRank).debug("rank {} on {} is pid {}", m.rank, hosts[i].name, m.pid);
   }
 
   void handle(std::size_t i, ExitedMsg m) {
@@ -386,7 +389,7 @@ struct Job::Impl {
     teardown.record_failure(failed_rank_exit_code(m));
     // The rank's own output comes first; a reader that does not take it soon does not hold the report.
     output->drain(kReportDrainTimeout);
-    spdlog::error("{}", rank_failure_report(m, hosts[i].name, output->last_stderr(m.rank), exits.running()));
+    log_report(LogLevel::err, rank_failure_report(m, hosts[i].name, output->last_stderr(m.rank), exits.running()));
     stop_ranks(options.kill_grace);
   }
 
@@ -405,18 +408,17 @@ struct Job::Impl {
 
   // ---- teardown (the decisions: teardown.hpp) ------------------------------------------------------
 
-  void fail_job(const std::string& why) { carry_out(teardown.fail(), "hvrun: " + why); }
+  void fail_job(const std::string& why) { carry_out(teardown.fail(), why); }
 
   void on_signal(const boost::system::error_code& ec, int sig) {
     if (ec) return;
     const Teardown::Decision d = teardown.on_signal(sig);
     if (d.action == Teardown::Action::kDropOutput) {
-      spdlog::warn("hvrun: received {} while rank output was still being written; the rest is dropped",
-                   signal_name(sig));
+      spdlog::warn("received {} while rank output was still being written; the rest is dropped", signal_name(sig));
       io.stop();
       return;
     }
-    carry_out(d, "hvrun: received " + signal_name(sig) + "; stopping all ranks");
+    carry_out(d, "received " + signal_name(sig) + "; stopping all ranks");
     signals.async_wait([this](auto e, int s) { on_signal(e, s); });
   }
 
@@ -434,7 +436,7 @@ struct Job::Impl {
     if (!teardown.stop_ranks()) return;
     links->send_all(TerminateMsg{static_cast<int>(grace.count())});
     arm_deadline(grace + kAfterKillSlack, [this] {
-      spdlog::warn("hvrun: some agents did not confirm that their ranks ended; closing their channels");
+      spdlog::warn("some agents did not confirm that their ranks ended; closing their channels");
       shut_down();
     });
   }
@@ -471,7 +473,8 @@ struct Job::Impl {
 
   void log_timings() const {
     const bool any_remote = std::any_of(hosts.begin(), hosts.end(), [](const Host& h) { return !h.is_local; });
-    spdlog::info("{}", timings_text(timings, any_remote, nics->round() ? nics->round()->probes_sent() : 0, Clock::now()));
+    log_report(LogLevel::info,
+               timings_text(timings, any_remote, nics->round() ? nics->round()->probes_sent() : 0, Clock::now()));
   }
 };
 

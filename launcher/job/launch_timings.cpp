@@ -1,5 +1,7 @@
 #include "launcher/job/launch_timings.hpp"
 
+#include "agent/wire/log.hpp"
+
 namespace hvrun {
 
 std::string timings_text(const LaunchTimings& t, bool any_remote, std::size_t probes_sent,
@@ -9,7 +11,8 @@ std::string timings_text(const LaunchTimings& t, bool any_remote, std::size_t pr
     if (from == Clock::time_point{} || to == Clock::time_point{}) return "-";
     return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(to - from).count()) + " ms";
   };
-  return "hvrun: timings: connect " + (any_remote ? since(t.start, t.connected) : std::string("local")) +
+  return std::string(kHvrunLogPrefix) + "timings: connect " +
+         (any_remote ? since(t.start, t.connected) : std::string("local")) +
          ", agents up " + since(t.start, t.agents_up) + ", probe " + since(t.agents_up, t.decided) +
          ", probes sent " + std::to_string(probes_sent) + ", launch to first output " +
          since(t.decided, t.first_output) + ", ranks ran " + since(t.decided, t.ranks_done) + ", teardown " +

@@ -2,9 +2,9 @@
 
 #include <boost/asio/post.hpp>
 #include <algorithm>
-#include <spdlog/spdlog.h>
 
 #include "agent/wire/duration_text.hpp"
+#include "agent/wire/log.hpp"
 #include "launcher/job/probe_messages.hpp"
 #include "launcher/nic/probe_peers.hpp"
 #include "launcher/nic/probe_retry.hpp"
@@ -45,8 +45,9 @@ struct NicDiscovery::Impl {
     round.emplace(std::move(members.hosts), std::move(members.inventories), filter, single_host, peers,
                   !options.check_only);
     started = Clock::now();
-    spdlog::info("hvrun: probing {} addresses of {} hosts ({})", round->planned().size(), hosts.size(),
-                 probe_scope(peers, round->members().size()));
+    log_of(LogSubsys::kNic)
+        .info("probing {} addresses of {} hosts ({})", round->planned().size(), hosts.size(),
+              probe_scope(peers, round->members().size()));
     send_probes(round->planned(), options.probe_timeout);
     if (round->planned().empty()) decide();
   }
@@ -79,14 +80,16 @@ struct NicDiscovery::Impl {
     // (probe_retry.hpp), each attempt with a longer timeout.
     if (const auto again = round->retry(); !again.empty()) {
       const milliseconds timeout = attempt_timeout(options.probe_timeout, round->attempts());
-      spdlog::info("hvrun: probing {} addresses again (attempt {} of {}, timeout {})", again.size(),
-                   round->attempts(), kMaxProbeAttempts, seconds_text(timeout));
+      log_of(LogSubsys::kNic)
+          .info("probing {} addresses again (attempt {} of {}, timeout {})", again.size(), round->attempts(),
+                kMaxProbeAttempts, seconds_text(timeout));
       return send_probes(again, timeout);
     }
     decided_at = Clock::now();
     probe_ms = std::chrono::duration_cast<milliseconds>(decided_at - started);
     for (std::size_t i = 0; i < hosts.size(); ++i)
-      if (auto c = round->choice_of(i)) spdlog::info("hvrun: {} uses {} {} ({})", hosts[i].name, c->iface, c->address, c->why);
+      if (auto c = round->choice_of(i))
+        log_of(LogSubsys::kNic).info("{} uses {} {} ({})", hosts[i].name, c->iface, c->address, c->why);
     hooks.decided();
   }
 };

@@ -1,6 +1,7 @@
 #include "launcher/job/rank_exits.hpp"
 
 #include "agent/wire/exit_status.hpp"
+#include "agent/wire/log.hpp"
 #include "launcher/base/exit_codes.hpp"
 
 namespace hvrun {
@@ -45,12 +46,13 @@ int failed_rank_exit_code(const ExitedMsg& m) { return !m.error.empty() ? kExitC
 
 std::string rank_failure_report(const ExitedMsg& m, const std::string& host, const std::deque<std::string>& stderr_tail,
                                 int others) {
-  std::string text = "hvrun: rank " + std::to_string(m.rank) + " on " + host + ": " + describe_exit(m);
+  const std::string prefix(kHvrunLogPrefix);  // each of hvrun's lines, as its log pattern writes them
+  std::string text = prefix + "rank " + std::to_string(m.rank) + " on " + host + ": " + describe_exit(m);
   if (!stderr_tail.empty() && m.error.empty()) {
     text += "; its last stderr lines:";
     for (const auto& line : stderr_tail) text += "\n    " + line;
   }
-  if (others > 0) text += "\nhvrun: stopping the other " + std::to_string(others) + " ranks";
+  if (others > 0) text += "\n" + prefix + "stopping the other " + std::to_string(others) + " ranks";
   return text;
 }
 

@@ -46,9 +46,9 @@ std::string describe_exit(const ExitedMsg& m);
 bool exit_failed(const ExitedMsg& m);
 // hvrun's exit code for a failed rank: its own code, or 127 when it could not be executed.
 int failed_rank_exit_code(const ExitedMsg& m);
-// hvrun's report of a failed rank, as logged: which rank, where, how it
-// ended, its last stderr lines (`stderr_tail`; not for a rank that never started), and how many
-// ranks still run (`others`), which hvrun now stops.
+// hvrun's report of a failed rank, whole, each of hvrun's lines with its prefix (logged with log_report):
+// which rank, where, how it ended, its last stderr lines (`stderr_tail`; not for a rank that never
+// started), and how many ranks still run (`others`), which hvrun now stops.
 std::string rank_failure_report(const ExitedMsg& m, const std::string& host,
                                 const std::deque<std::string>& stderr_tail, int others);
 

@@ -49,11 +49,11 @@ LaunchMsg launch_message(const JobHost& h, const RankPlan& plan, const JobNetwor
 
 void warn_about_user_environment(const EnvPolicy& env, const ProbeRound& round) {
   for (const std::string& name : env.unset())
-    spdlog::warn("hvrun: -x {}: not set in hvrun's environment, so not passed to the ranks", name);
+    spdlog::warn("-x {}: not set in hvrun's environment, so not passed to the ranks", name);
   std::vector<std::string> names;
   for (const HostInventory& inv : round.inventories()) names.push_back(inv.host);
   if (const std::string line = user_nic_contradictions(env.user(), names, round.selections()); !line.empty())
-    spdlog::warn("hvrun: {}", line);
+    spdlog::warn("{}", line);
 }
 
 std::string current_directory() {

@@ -8,7 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include <spdlog/spdlog.h>
+#include "agent/wire/log.hpp"
 
 namespace hvrun {
 
@@ -17,8 +17,9 @@ namespace {
 constexpr int kPollMs = 100;
 void report_broken(int fd, const char* call, int error) {
   const std::string what = fd == 1 ? "hvrun's stdout" : fd == 2 ? "hvrun's stderr" : "an --output-filename file";
-  spdlog::warn("hvrun: cannot write rank output to {} ({}: {}); what the ranks write there is dropped from now on",
-               what, call, std::strerror(error));
+  log_of(LogSubsys::kOutput)
+      .warn("cannot write rank output to {} ({}: {}); what the ranks write there is dropped from now on", what, call,
+            std::strerror(error));
 }
 
 }  // namespace

@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <libssh/sftp.h>
-#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -17,6 +16,7 @@
 
 #include "agent/wire/duration_text.hpp"
 #include "agent/wire/io_sizes.hpp"
+#include "agent/wire/log.hpp"
 
 namespace hvrun::ssh_detail {
 
@@ -234,8 +234,9 @@ void upload_file(Core& core, const std::string& local_path, const std::string& r
                                                       " did not finish within " + seconds_text(timeout) + " (port " +
                                                       std::to_string(core.port) + ")");
   }
-  spdlog::debug("{}: uploaded {} to {} ({} bytes, mode {:o})", core.host, local_path, remote_path,
-                static_cast<long long>(info.st_size), mode);
+  log_of(LogSubsys::kSsh)
+      .debug("{}: uploaded {} to {} ({} bytes, mode {:o})", core.host, local_path, remote_path,
+             static_cast<long long>(info.st_size), mode);
 }
 
 }  // namespace hvrun::ssh_detail

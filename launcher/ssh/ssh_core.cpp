@@ -1,11 +1,12 @@
 #include "launcher/ssh/ssh_core.hpp"
 
-#include <spdlog/spdlog.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+
+#include "agent/wire/log.hpp"
 
 namespace hvrun::ssh_detail {
 
@@ -13,9 +14,9 @@ namespace {
 
 void log_from_libssh(int priority, const char* function, const char* message, void*) {
   if (priority <= SSH_LOG_WARN) {
-    spdlog::debug("libssh: {}: {}", function, message);
+    log_of(LogSubsys::kSsh).debug("libssh: {}: {}", function, message);
   } else {
-    spdlog::trace("libssh: {}: {}", function, message);
+    log_of(LogSubsys::kSsh).trace("libssh: {}: {}", function, message);
   }
 }
 
@@ -30,7 +31,7 @@ void init_libssh() {
   std::call_once(once, [] {
     if (ssh_init() != SSH_OK) throw Error("ssh_init failed: cannot initialise libssh (its crypto backend)");
     ssh_set_log_callback(log_from_libssh);
-    auto level = spdlog::get_level();
+    const LogLevel level = log_of(LogSubsys::kSsh).level();
     ssh_set_log_level(level <= spdlog::level::trace   ? SSH_LOG_PROTOCOL
                       : level <= spdlog::level::debug ? SSH_LOG_WARN
                                                       : SSH_LOG_NOLOG);

@@ -1,7 +1,6 @@
 #include "launcher/ssh/ssh_dial.hpp"
 
 #include <fcntl.h>
-#include <spdlog/spdlog.h>
 #include <strings.h>
 #include <unistd.h>
 
@@ -9,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "agent/wire/log.hpp"
 #include "launcher/ssh/openssh_config.hpp"
 #include "launcher/ssh/tcp_dial.hpp"
 #include "agent/wire/duration_text.hpp"
@@ -170,7 +170,7 @@ DialedSession dial_session(Core& core, const SshTarget& target) {
     int none = -1;
     ssh_options_set(session, SSH_OPTIONS_FD, &none);
   } else {
-    spdlog::debug("{}: connecting through ProxyCommand '{}'", core.host, proxy);
+    log_of(LogSubsys::kSsh).debug("{}: connecting through ProxyCommand '{}'", core.host, proxy);
     address = core.hostname + (config.proxy_command.empty() && !config.proxy_jump.empty()
                                      ? " (via ProxyJump " + config.proxy_jump + ")"
                                      : std::string(" (via ProxyCommand)"));

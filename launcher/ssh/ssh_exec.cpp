@@ -3,7 +3,6 @@
 #include <libssh/server.h>  // ssh_send_keepalive (client-side too, despite the header)
 #include <fcntl.h>
 #include <poll.h>
-#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -16,6 +15,7 @@
 #include "agent/wire/byte_tail.hpp"
 #include "agent/wire/duration_text.hpp"
 #include "agent/wire/io_sizes.hpp"
+#include "agent/wire/log.hpp"
 #include "launcher/base/io_thread.hpp"
 #include "launcher/ssh/ssh_core.hpp"
 
@@ -126,7 +126,7 @@ class Bridge final : public IoClient {
     {
       std::lock_guard lock(state_mu_);
       if (failure_.empty()) failure_ = failure;
-      if (!failure_.empty()) spdlog::debug("{}", failure_);
+      if (!failure_.empty()) log_of(LogSubsys::kSsh).debug("{}", failure_);
     }
     close_local();
     {

@@ -1,6 +1,6 @@
 #include "launcher/ssh/ssh_host_key.hpp"
 
-#include <spdlog/spdlog.h>
+#include "agent/wire/log.hpp"
 
 namespace hvrun::ssh_detail {
 
@@ -65,8 +65,8 @@ void verify_host_key(Core& core, bool strict, const std::string& alias) {
         throw core.error(SshFailure::kKnownHostsFile, "cannot record the host key of " + entry + " in " +
                                                           core.known_hosts + ": " + core.libssh_error());
       }
-      spdlog::info("{}: new host, recorded its key ({}) in {} as {}", core.host, fingerprint, core.known_hosts,
-                   entry);
+      log_of(LogSubsys::kSsh)
+          .info("{}: new host, recorded its key ({}) in {} as {}", core.host, fingerprint, core.known_hosts, entry);
       return;
     }
     case SSH_KNOWN_HOSTS_ERROR:

@@ -1,9 +1,8 @@
 #include "launcher/ssh/ssh_session.hpp"
 
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
 
+#include "agent/wire/log.hpp"
 #include "launcher/ssh/sftp_upload.hpp"
 #include "launcher/ssh/ssh_auth.hpp"
 #include "launcher/ssh/ssh_core.hpp"
@@ -49,7 +48,8 @@ SshSession SshSession::connect(const SshTarget& target) {
   ssh_detail::verify_host_key(*core, target.strict_host_key, dialed.host_key_alias);
   ssh_detail::authenticate(*core);
   core->last_received = Clock::now();
-  spdlog::debug("{}: connected to {} port {} as {}", core->host, dialed.address, core->port, core->user);
+  log_of(LogSubsys::kSsh)
+      .debug("{}: connected to {} port {} as {}", core->host, dialed.address, core->port, core->user);
   return SshSession(std::move(core));
 }
 

@@ -4,12 +4,12 @@
 
 #include <utility>  // before Asio: docs/DESIGN.md §8
 #include <boost/asio/io_context.hpp>
-#include <spdlog/spdlog.h>
 
 #include "agent/wire/duration_text.hpp"
 #include "agent/wire/error.hpp"
 #include "agent/wire/frame_channel.hpp"
 #include "agent/wire/heartbeat.hpp"
+#include "agent/wire/log.hpp"
 
 namespace hvrun {
 
@@ -137,8 +137,8 @@ void AgentLinks::took_output(std::size_t i, std::size_t bytes, bool congested) {
   if (congested) {
     if (!impl_->congestion_noticed) {
       impl_->congestion_noticed = true;
-      spdlog::warn("hvrun: ranks print faster than hvrun's output is read; they now wait on their writes "
-                   "(back-pressure): nothing is dropped");
+      log_of(LogSubsys::kOutput).warn("ranks print faster than hvrun's output is read; they now wait on their "
+                                      "writes (back-pressure): nothing is dropped");
     }
     return;
   }

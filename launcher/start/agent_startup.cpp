@@ -2,9 +2,9 @@
 
 #include <boost/asio/steady_timer.hpp>
 #include <algorithm>
-#include <spdlog/spdlog.h>
 
 #include "agent/wire/error.hpp"
+#include "agent/wire/log.hpp"
 #include "hvrun/version.hpp"
 #include "launcher/output/status_line.hpp"
 #include "launcher/start/connect_progress.hpp"
@@ -131,8 +131,9 @@ void AgentStartup::hello(std::size_t i, HelloMsg m, const std::string& peer) {
                         version(kVersion, kControlVersion) + "; install the same hvrun version on every host");
   }
   clear_status();
-  spdlog::info("hvrun: agent on {} is up (hostname {}, pid {}{})", h.name, m.hostname, m.pid,
-               h.remote ? ", " + h.remote->agent_description() : std::string());
+  log_of(LogSubsys::kStart)
+      .info("agent on {} is up (hostname {}, pid {}{})", h.name, m.hostname, m.pid,
+            h.remote ? ", " + h.remote->agent_description() : std::string());
   h.hello = std::move(m);
   impl_->show_progress();
 }

@@ -3,7 +3,6 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
-#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -11,8 +10,11 @@
 #include <optional>
 #include <string_view>
 
+#include <spdlog/spdlog.h>
+
 #include "agent/wire/duration_text.hpp"
 #include "agent/wire/error.hpp"
+#include "agent/wire/log.hpp"
 #include "launcher/base/io_thread.hpp"
 #include "launcher/base/open_files_limit.hpp"
 
@@ -117,7 +119,7 @@ class CommandAgent::StderrDrain final : public IoClient {
   }
 
   void finish(const std::string& failure) override {
-    if (!failure.empty()) spdlog::debug("stderr of the agent command: {}", failure);
+    if (!failure.empty()) log_of(LogSubsys::kStart).debug("stderr of the agent command: {}", failure);
     {
       std::lock_guard lock(owner_.tail_mutex_);
       owner_.stderr_ended_ = true;

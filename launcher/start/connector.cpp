@@ -10,6 +10,7 @@
 
 #include "agent/wire/error.hpp"
 #include "agent/wire/invariant.hpp"
+#include "agent/wire/user_message.hpp"
 #include "launcher/start/agent_starter.hpp"
 
 namespace hvrun {
