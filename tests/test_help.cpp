@@ -8,13 +8,22 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <spdlog/common.h>
 
+#include "agent/wire/log.hpp"
 #include "launcher/cli/cli_bindings.hpp"
 #include "launcher/cli/help_formatter.hpp"
 #include "launcher/cli/launch_options.hpp"
 #include "launcher/nic/probe_peers.hpp"
 
 namespace {
+
+// A level as --hvrun-log-level spells it ("warn", where spdlog says "warning").
+std::string level_name(hvrun::LogLevel level) {
+  for (const char* name : {"trace", "debug", "info", "warn", "error", "off"})
+    if (spdlog::level::from_str(name) == level) return name;
+  return "?";
+}
 
 // `hvrun --help` as hvrun prints it, from the same definitions and with the same defaults.
 struct Help {
@@ -134,7 +143,7 @@ TEST_CASE("--help states the defaults the parser uses", "[cli][help]") {
   CHECK_THAT(h.entry.at("--connect-concurrency"),
              Catch::Contains("(default: " + std::to_string(o.connect_concurrency) + ")"));
   CHECK_THAT(h.entry.at("--probe-peers"), Catch::Contains("(default: " + std::to_string(hvrun::kDefaultProbePeers)));
-  CHECK_THAT(h.entry.at("--hvrun-log-level"), Catch::Contains("(default: " + o.log_level + ")"));
+  CHECK_THAT(h.entry.at("--hvrun-log-level"), Catch::Contains("(default: " + level_name(o.log_level) + ")"));
   CHECK_THAT(h.entry.at("--launcher"), Catch::Contains("(default: "));
   CHECK(b.launcher == "auto");
 }
