@@ -81,8 +81,8 @@ run_one() { # TAG KEY DIR N
     return 1
   fi
   put "$key.wall" "$wall"
-  put "$key.cpu" "$((user + sys))"
-  put "$key.self" "$((suser + ssys))"
+  put "$key.cpu" "$(awk "BEGIN { print $user + $sys }")"
+  put "$key.self" "$(awk "BEGIN { print $suser + $ssys }")"
   put "$key.rss" "$rss"
   line=$(grep -m1 'timings:' "$f.err" || true)
   for name in connect "agents up" probe; do
