@@ -83,24 +83,9 @@ hvrun=$build/cmd/hvrun
 
 work=$(mktemp -d /tmp/hvrun-bench-scale.XXXXXX)
 home=$work/home
-neigh_keys=() neigh_old=()
-cleanup() {
-  local rc=$? i
-  "$lab" down >/dev/null 2>&1 || say "warning: '$lab down' failed; run LAB_PREFIX=$LAB_PREFIX $lab down"
-  for i in "${!neigh_keys[@]}"; do sysctl -qw "${neigh_keys[i]}=${neigh_old[i]}" || true; done
-  rm -rf "$work"
-  exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT # Ctrl-C: the EXIT trap tears the lab down
-trap 'exit 143' TERM
-timer=$work/run_timed
-g++ -std=c++20 -O2 "$root/scripts/bench/run_timed.cpp" -o "$timer" || die "cannot compile run_timed"
-# lab.sh raises the kernel's shared neighbour tables and pid_max and never lowers them: restored on exit.
-for key in net.ipv4.neigh.default.gc_thresh{1,2,3} net.ipv6.neigh.default.gc_thresh{1,2,3} kernel.pid_max; do
-  old=$(sysctl -n "$key" 2>/dev/null) || continue
-  neigh_keys+=("$key") neigh_old+=("$old")
-done
+# shellcheck source=lib/lab_bench.sh
+source "$root/scripts/lib/lab_bench.sh"
+lab_bench_setup "$work" "$lab" bench_scale
 # hvrun holds about 4 descriptors per host (its channel, the command's stderr, a wake-up pipe).
 ulimit -Sn "$(ulimit -Hn)"
 

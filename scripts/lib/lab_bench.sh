@@ -1,0 +1,30 @@
+# What a benchmark on scripts/lab.sh's labs does around its runs: the lab torn down and the kernel limits
+# restored however it ends, and scripts/bench/run_timed built. Sourced by bench_scale.sh and bench_ab.sh.
+#   lab_bench_setup WORK LAB NAME   # NAME: the caller's, for messages; sets $timer, traps EXIT/INT/TERM
+
+# lab.sh raises the kernel's shared neighbour tables and pid_max and never lowers them: restored on exit.
+lab_bench_keys=() lab_bench_old=()
+
+lab_bench_cleanup() {
+  local rc=$? i
+  "$lab_bench_lab" down >/dev/null 2>&1 ||
+    printf '%s: warning: %s down failed; run LAB_PREFIX=%s %s down\n' "$lab_bench_name" "$lab_bench_lab" "$LAB_PREFIX" "$lab_bench_lab" >&2
+  for i in "${!lab_bench_keys[@]}"; do sysctl -qw "${lab_bench_keys[i]}=${lab_bench_old[i]}" || true; done
+  rm -rf "$lab_bench_work"
+  exit "$rc"
+}
+
+lab_bench_setup() {
+  lab_bench_work=$1 lab_bench_lab=$2 lab_bench_name=$3
+  local key old
+  trap lab_bench_cleanup EXIT
+  trap 'exit 130' INT # Ctrl-C: the EXIT trap tears the lab down
+  trap 'exit 143' TERM
+  timer=$lab_bench_work/run_timed
+  g++ -std=c++20 -O2 "$root/scripts/bench/run_timed.cpp" -o "$timer" ||
+    { printf '%s: error: cannot compile run_timed\n' "$lab_bench_name" >&2; exit 1; }
+  for key in net.ipv4.neigh.default.gc_thresh{1,2,3} net.ipv6.neigh.default.gc_thresh{1,2,3} kernel.pid_max; do
+    old=$(sysctl -n "$key" 2>/dev/null) || continue
+    lab_bench_keys+=("$key") lab_bench_old+=("$old")
+  done
+}
