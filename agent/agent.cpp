@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,13 +15,19 @@
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
+#include <climits>
 #include <cstdlib>
+#include <map>
 #include <sstream>
 #include <optional>
 #include <spdlog/spdlog.h>
 #include <vector>
 
 #include "agent/agent_state.hpp"
+#include "agent/kernel_log.hpp"
+#include "agent/proc_scan.hpp"
+#include "agent/rank_tools.hpp"
+#include "agent/stack_collector.hpp"
 #include "agent/output_flow.hpp"
 #include "agent/rank_table.hpp"
 #include "agent/wire/control_message.hpp"
@@ -80,7 +87,7 @@ struct Agent::Impl {
         child_signals(io, SIGCHLD),
         stop_signals(io, SIGTERM, SIGINT, SIGHUP),
         kill_timer(io),
-        heartbeats(io, [this] { send(HeartbeatMsg{}); }),
+        heartbeats(io, [this] { send(HeartbeatMsg{ranks_cpu_since_last()}); }),
         // Nothing from the launcher for a whole heartbeat period: it is dead or cut off (a pulled
         // cable leaves the SSH connection open but silent), and its ranks must not outlive it.
         watchdog(io, [this] {
@@ -105,6 +112,13 @@ struct Agent::Impl {
   RankTable ranks;
   std::vector<Pipes> pipes;  // parallel to ranks: a rank's slot indexes both
   OutputFlow flow;
+  // The crash handler and stack folder given to ranks; null when it could not be made (the ranks run
+  // without, and hvrun says so once).
+  std::unique_ptr<RankTools> tools;
+  std::unique_ptr<StackCollector> stacks;
+  KernelLog kernel_log;           // opened now: OOM kills from the start on
+  bool sent_sigkill = false;      // hvrun's own SIGKILL went to the groups
+  std::map<pid_t, long long> cpu_seen;  // each rank process's CPU at the previous heartbeat
 
   void send(const ControlMessage& msg) { channel.send(FrameType::kControl, encode_control(msg)); }
 
@@ -200,9 +214,18 @@ struct Agent::Impl {
                     "; create it there or start hvrun from a directory every host has"});
       return;
     }
+    try {
+      tools = std::make_unique<RankTools>();
+    } catch (const Error& e) {
+      spdlog::warn("on {}: {}; the ranks run without hvrun's crash handler (no native stacks, no hang autopsy)",
+                   local_hostname(), e.what());
+    }
+    stacks = std::make_unique<StackCollector>(io, tools ? tools->stack_dir() : std::string());
     for (const auto& r : m.ranks) {
       try {
-        RankProcess p = spawn_rank(RankSpawnSpec{m.argv, rank_environment(m, r), m.cwd});
+        auto env = rank_environment(m, r);
+        if (tools) env = tools->equip(std::move(env));
+        RankProcess p = spawn_rank(RankSpawnSpec{m.argv, std::move(env), m.cwd});
         set_nonblocking(p.out.get(), "rank stdout");
         set_nonblocking(p.err.get(), "rank stderr");
         const std::size_t slot = ranks.add(r.rank, p.pid);
@@ -215,6 +238,35 @@ struct Agent::Impl {
         send(spawn_failure_report(r.rank, e.what()));
       }
     }
+  }
+
+  // Every rank still running (no answer at all before the launch: nothing runs).
+  void handle(const StacksRequestMsg& m) {
+    std::vector<StackCollector::Rank> running;
+    for (const auto& e : ranks.entries())
+      if (!e.reaped) running.push_back({e.rank, e.pid});
+    if (!stacks || running.empty()) return send(StacksMsg{});
+    stacks->collect(running, std::chrono::milliseconds(m.timeout_ms), [this](StacksMsg msg) {
+      if (!state.finished()) send(msg);
+    });
+  }
+
+  // What the ranks' groups used since the previous heartbeat, in ms (a process new since then counts
+  // whole; one gone since then counts no more).
+  int ranks_cpu_since_last() {
+    std::vector<pid_t> groups;
+    for (const auto& e : ranks.entries()) groups.push_back(e.pid);
+    if (groups.empty()) return 0;
+    std::map<pid_t, long long> now;
+    long long used = 0;
+    for (const auto& group : processes_in_groups(groups))
+      for (const ProcStat& p : group) {
+        const auto before = cpu_seen.find(p.pid);
+        used += p.cpu_ms - (before == cpu_seen.end() ? 0 : std::min(before->second, p.cpu_ms));
+        now[p.pid] = p.cpu_ms;
+      }
+    cpu_seen = std::move(now);
+    return static_cast<int>(std::min<long long>(used, INT_MAX));
   }
 
   // Heartbeats, terminate and shutdown: the decision is all there is to do.
@@ -251,6 +303,7 @@ struct Agent::Impl {
   }
 
   void signal_all(int sig) {
+    if (sig == SIGKILL) sent_sigkill = true;
     for (const auto& r : ranks.entries()) {
       try {
         signal_group(r.pid, sig);
@@ -314,9 +367,13 @@ struct Agent::Impl {
   void reap() {
     int status = 0;
     pid_t pid;
-    while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
-      const auto reaped = ranks.reap(pid, status);
+    rusage usage{};
+    while ((pid = ::wait4(-1, &status, WNOHANG, &usage)) > 0) {
+      auto reaped = ranks.reap(pid, status);
       if (!reaped) continue;
+      reaped->exit.peak_rss_kb = static_cast<int>(std::min<long>(usage.ru_maxrss, INT_MAX));
+      if (reaped->exit.signal == SIGKILL)
+        reaped->exit.cause = sigkill_cause(sent_sigkill, kernel_log.oom_kill_of(pid), kernel_log.readable());
       // What the rank wrote before it died sits in the pipes: send it before the exit, so the
       // launcher shows a failing rank's last lines. A pending wait then finds nothing and re-arms.
       for (const OutputStream s : {OutputStream::kStdout, OutputStream::kStderr})

@@ -30,6 +30,10 @@ AgentState::Decision AgentState::on_message(const ControlMessage& msg) {
           if (phase_ == Phase::kLaunched) throw ProtocolError("launcher: a second launch request");
           phase_ = Phase::kLaunched;
           return {};
+        } else if constexpr (std::is_same_v<M, StacksRequestMsg>) {
+          // Before the launch there is no rank to ask; the agent answers with an empty list then.
+          if (phase_ == Phase::kAwaitingJob) throw ProtocolError("launcher: stacks request before the job message");
+          return {};
         } else if constexpr (std::is_same_v<M, TerminateMsg>) {
           return {SIGTERM, std::chrono::milliseconds(m.grace_ms), End::kNone};
         } else if constexpr (std::is_same_v<M, ShutdownMsg>) {

@@ -9,7 +9,7 @@
 //   kJobKnown    -> kLaunched   (launch: the ranks start; refused before the job and a second time)
 //   any phase    -> kDone       (finish(): the channel is closed and the loop stops)
 // Heartbeats, acks, terminate and shutdown are accepted in every phase; probe requests and the Horovod
-// rendezvous request from the job on, the rendezvous only while none is served. Every other message
+// rendezvous request and the stacks request from the job on, the rendezvous only while none is served. Every other message
 // type is the launcher's to receive, never the agent's: refused.
 #include <chrono>
 #include <optional>

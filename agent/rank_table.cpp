@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "agent/kernel_log.hpp"
 #include "agent/wire/exit_status.hpp"
 
 namespace hvrun {
@@ -23,11 +24,18 @@ std::optional<RankTable::Reaped> RankTable::reap(pid_t pid, int wait_status) {
 
 ExitedMsg exit_report(int rank, int wait_status) {
   const ExitStatus status = ExitStatus::of(wait_status);
-  return ExitedMsg{rank, status.code, status.signal, {}};
+  return ExitedMsg{rank, status.code, status.signal, {}, {}, 0};
+}
+
+std::string sigkill_cause(bool by_hvrun, const std::optional<std::string>& oom_record, bool kernel_log_readable) {
+  if (oom_record) return "sent by " + oom_kill_words(*oom_record);
+  if (by_hvrun) return "sent by hvrun: the rank had not ended within the kill grace after SIGTERM";
+  if (kernel_log_readable) return "sent from outside hvrun (not by the OOM killer: the kernel log has no OOM kill of it)";
+  return "sent from outside hvrun or by the OOM killer (the kernel log is not readable here to tell which)";
 }
 
 ExitedMsg spawn_failure_report(int rank, std::string reason) {
-  return ExitedMsg{rank, kSpawnFailedExitCode, 0, std::move(reason)};
+  return ExitedMsg{rank, kSpawnFailedExitCode, 0, std::move(reason), {}, 0};
 }
 
 std::vector<std::string> rank_environment(const LaunchMsg& launch, const RankLaunch& r) {

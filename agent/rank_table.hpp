@@ -46,6 +46,10 @@ class RankTable {
 // The exit report of `rank` from waitpid's status: its exit code, or 128 + N and the signal N that
 // killed it.
 ExitedMsg exit_report(int rank, int wait_status);
+// Who sent the SIGKILL that ended a rank, as the exit report's `cause`: the OOM killer (its kernel log
+// record, KernelLog::oom_kill_of), hvrun itself (after the kill grace), or someone else; the last is
+// certain only when the kernel log could be read.
+std::string sigkill_cause(bool by_hvrun, const std::optional<std::string>& oom_record, bool kernel_log_readable);
 // The exit report of a rank that never ran: kSpawnFailedExitCode (a shell's "command not found") and
 // why.
 inline constexpr int kSpawnFailedExitCode = 127;

@@ -77,7 +77,7 @@ TEST_CASE("control messages round-trip and reject malformed input", "[wire]") {
   CHECK(l.ranks.at(0).rank == 3);
   CHECK(l.ranks.at(0).env.at("HVRUN_RANK") == "3");
   CHECK(std::holds_alternative<ShutdownMsg>(decode_control(encode_control(ShutdownMsg{}), "p")));
-  const auto ex = std::get<ExitedMsg>(decode_control(encode_control(ExitedMsg{2, 139, 11, ""}), "p"));
+  const auto ex = std::get<ExitedMsg>(decode_control(encode_control(ExitedMsg{2, 139, 11, "", "", 0}), "p"));
   CHECK(ex.signal == 11);
 
   for (const char* bad : {"", "{", "[]", R"({"type":7})", R"({"type":"nope"})", R"({"type":"exited","rank":"x"})",
@@ -148,7 +148,7 @@ TEST_CASE("control messages carry bytes, not text: strings and keys that are not
   CHECK(l.argv == launch.argv);
   CHECK(l.env == launch.env);
   CHECK(l.ranks.at(0).env == launch.ranks.at(0).env);
-  const auto ex = std::get<ExitedMsg>(decode_control(encode_control(ExitedMsg{1, 127, 0, "cannot execute '" + latin1 + "'"}), "p"));
+  const auto ex = std::get<ExitedMsg>(decode_control(encode_control(ExitedMsg{1, 127, 0, "cannot execute '" + latin1 + "'", "", 0}), "p"));
   CHECK(ex.error == "cannot execute '" + latin1 + "'");
 
   // A bytes form that is not base64 is the peer's error, named, like any malformed message.

@@ -31,7 +31,8 @@ const std::set<std::string> kContractKeys{
     "GLOO_SOCKET_IFNAME", "HOROVOD_RANK",       "HOROVOD_SIZE",       "HOROVOD_LOCAL_RANK", "HOROVOD_LOCAL_SIZE",
     "HOROVOD_CROSS_RANK", "HOROVOD_CROSS_SIZE", "HOROVOD_HOSTNAME",   "HOROVOD_GLOO_IFACE", "RANK",
     "WORLD_SIZE",         "LOCAL_RANK",         "LOCAL_WORLD_SIZE",   "GROUP_RANK",        "MASTER_ADDR",
-    "MASTER_PORT",        "HOROVOD_CONTROLLER", "HOROVOD_CPU_OPERATIONS", "PYTHONUNBUFFERED"};
+    "MASTER_PORT",        "HOROVOD_CONTROLLER", "HOROVOD_CPU_OPERATIONS", "PYTHONUNBUFFERED",
+    "PYTHONFAULTHANDLER"};
 
 }  // namespace
 
@@ -63,6 +64,7 @@ TEST_CASE("rank environment: exact keys and values before the store exists", "[r
       {"HOROVOD_CONTROLLER", "gloo"},
       {"HOROVOD_CPU_OPERATIONS", "gloo"},
       {"PYTHONUNBUFFERED", "1"},
+      {"PYTHONFAULTHANDLER", "1"},
       {"RANK", "2"},
       {"WORLD_SIZE", "3"},
       {"LOCAL_RANK", "0"},

@@ -49,15 +49,18 @@ TEST_CASE("teardown: a failure while ranks run stops them with the kill grace", 
   CHECK(t.tearing_down());
 }
 
-TEST_CASE("teardown: signals: 128+N first, a second takes the grace away, after the end the output goes",
+TEST_CASE("teardown: signals: 128+N first (the autopsy, then the ranks stop with grace), a second takes the "
+          "grace away, after the end the output goes",
           "[teardown]") {
   Teardown t(3000ms);
   t.advance(Phase::kRunning);
   auto d = t.on_signal(15);
   CHECK(d.report);
   CHECK(t.exit_code() == 128 + 15);
-  CHECK(d.action == Action::kStopRanks);
+  CHECK(d.action == Action::kAutopsy);
   CHECK(d.grace == 3000ms);
+  CHECK(t.begin_autopsy());
+  CHECK_FALSE(t.begin_autopsy());  // once
   t.stop_ranks();
   d = t.on_signal(2);
   CHECK_FALSE(d.report);

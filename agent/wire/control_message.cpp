@@ -51,7 +51,10 @@ void from_json(const nlohmann::json& j, ProbeOutcome& o) {
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RankLaunch, rank, env)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(LaunchMsg, cwd, argv, env, ranks)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(StartedMsg, rank, pid)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ExitedMsg, rank, exit_code, signal, error)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ExitedMsg, rank, exit_code, signal, error, cause, peak_rss_kb)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(StacksRequestMsg, timeout_ms)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RankStack, rank, text)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(StacksMsg, ranks)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(FatalMsg, error)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TerminateMsg, grace_ms)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(OutputAckMsg, bytes)
@@ -66,8 +69,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ProbeResultMsg, host, iface, address, outcome
 
 void to_json(nlohmann::json&, const ShutdownMsg&) {}
 void from_json(const nlohmann::json&, ShutdownMsg&) {}
-void to_json(nlohmann::json&, const HeartbeatMsg&) {}
-void from_json(const nlohmann::json&, HeartbeatMsg&) {}
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(HeartbeatMsg, cpu_ms)
 
 namespace {
 
@@ -93,6 +95,8 @@ HVRUN_MESSAGE_NAME(ShutdownMsg, "shutdown")
 HVRUN_MESSAGE_NAME(OutputAckMsg, "output_ack")
 HVRUN_MESSAGE_NAME(HorovodRendezvousMsg, "horovod_rendezvous")
 HVRUN_MESSAGE_NAME(HorovodRendezvousReadyMsg, "horovod_rendezvous_ready")
+HVRUN_MESSAGE_NAME(StacksRequestMsg, "stacks_request")
+HVRUN_MESSAGE_NAME(StacksMsg, "stacks")
 #undef HVRUN_MESSAGE_NAME
 
 // A JSON value that is not a number, or a number an int holds exactly.

@@ -16,7 +16,7 @@ namespace hvrun {
 // Raised whenever a control message changes (a field added, removed or changing meaning). HelloMsg
 // carries it and the launcher refuses an agent of another one, so neither side misreads the other.
 // An agent whose hello lacks it speaks version 1.
-inline constexpr int kControlVersion = 2;
+inline constexpr int kControlVersion = 3;
 
 // launcher → agent, first message: the job's secret and how often each side must hear the other.
 // Either side that hears nothing for heartbeat_ms decides the other is gone.
@@ -75,7 +75,11 @@ struct ProbeResultMsg {
 };
 
 // both ways, every heartbeat_ms / 4 (whatever else is sent); every frame received rearms the watchdog.
-struct HeartbeatMsg {};
+// Either way, every heartbeat interval. From an agent, `cpu_ms`: the CPU time its ranks' process groups
+// used since its previous heartbeat (what --stall-timeout counts as activity); 0 from the launcher.
+struct HeartbeatMsg {
+  int cpu_ms = 0;
+};
 
 // agent → launcher, first message: who and where the agent is.
 struct HelloMsg {
@@ -115,11 +119,15 @@ struct StartedMsg {
 
 // agent → launcher: a rank ended. `signal` is non-zero when it was killed; `error` is set when it
 // never ran (exit_code 127 for a command that cannot be executed).
+// `cause`: what the agent knows of why a killed rank died ("killed by the kernel's OOM killer ..."), ""
+// when nothing; `peak_rss_kb`: the rank's largest resident set (wait4's ru_maxrss), 0 when unknown.
 struct ExitedMsg {
   int rank = 0;
   int exit_code = 0;
   int signal = 0;
   std::string error;
+  std::string cause;
+  int peak_rss_kb = 0;
 };
 
 // agent → launcher: the agent cannot do what it was asked (e.g. the working directory is missing).
@@ -130,6 +138,24 @@ struct FatalMsg {
 // launcher → agent: stop every rank: SIGTERM to each process group, SIGKILL after grace_ms.
 struct TerminateMsg {
   int grace_ms = 0;
+};
+
+// launcher → agent: send every running rank's stacks (agent/stack_collector.hpp) within timeout_ms,
+// before hvrun stops the ranks (the hang autopsy).
+struct StacksRequestMsg {
+  int timeout_ms = 0;
+};
+
+// One rank's stacks: for each process of its group, a stack file's text (agent/wire/crash_report.hpp)
+// or what /proc says of a process that gave none.
+struct RankStack {
+  int rank = 0;
+  std::string text;
+};
+
+// agent → launcher: the answer to a StacksRequestMsg, every rank of the host that was running.
+struct StacksMsg {
+  std::vector<RankStack> ranks;
 };
 
 // launcher → agent: the job is over; kill what is left of the ranks' groups and exit.
@@ -146,7 +172,7 @@ inline constexpr std::size_t kOutputWindow = 1u << 20;
 
 using ControlMessage =
     std::variant<JobMsg, ReadyMsg, HeartbeatMsg, HelloMsg, ProbeRequestMsg, ProbeResultMsg, LaunchMsg, StartedMsg, ExitedMsg, FatalMsg, TerminateMsg, ShutdownMsg, OutputAckMsg,
-                 HorovodRendezvousMsg, HorovodRendezvousReadyMsg>;
+                 HorovodRendezvousMsg, HorovodRendezvousReadyMsg, StacksRequestMsg, StacksMsg>;
 
 std::string encode_control(const ControlMessage& msg);
 // Throws ProtocolError naming `peer` for malformed JSON, an unknown type or missing/mistyped fields

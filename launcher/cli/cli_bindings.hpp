@@ -30,6 +30,7 @@ struct CliBindings {
   double start_timeout = 30;
   double kill_grace = 3;
   double heartbeat_timeout = 20;
+  double stall_timeout = 0;  // off
   double ssh_connect_timeout = 10;
   double probe_timeout = 1;
   std::vector<std::string> env;

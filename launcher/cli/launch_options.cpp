@@ -240,6 +240,12 @@ void define_options(CLI::App& app, CliBindings& b) {
       ->transform(seconds(false))
       ->type_name("SECONDS")
       ->group(g::kSupervision);
+  app.add_option("--stall-timeout", b.stall_timeout,
+                 "Seconds without rank output or CPU use after which hvrun prints every rank's stack and "
+                 "ends the job (default: off)")
+      ->transform(seconds(false))
+      ->type_name("SECONDS")
+      ->group(g::kSupervision);
   app.add_option("-x,--env", b.env, "Pass VAR (hvrun's value) or set VAR=VALUE for ranks; repeatable")
       ->check(kEnvAssignment)
       ->allow_extra_args(false)
@@ -370,6 +376,7 @@ CliResult parse_command_line(int argc, const char* const* argv) {
   o.probe_timeout = std::max(to_millis(b.probe_timeout), std::chrono::milliseconds(1));
   o.ssh_connect_timeout = std::max(to_millis(b.ssh_connect_timeout), std::chrono::milliseconds(1));
   o.heartbeat_timeout = std::max(to_millis(b.heartbeat_timeout), std::chrono::milliseconds(1));
+  o.stall_timeout = to_millis(b.stall_timeout);
   o.log_level = choose_log_level(o.verbose, b.level_opt->count() > 0
                                                 ? std::optional<LogLevel>(spdlog::level::from_str(b.log_level))
                                                 : std::nullopt);

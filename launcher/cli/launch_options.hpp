@@ -39,6 +39,7 @@ struct LaunchOptions {
   std::chrono::milliseconds start_timeout{30'000};
   std::chrono::milliseconds kill_grace{3'000};
   std::chrono::milliseconds heartbeat_timeout{20'000};  // --heartbeat-timeout
+  std::chrono::milliseconds stall_timeout{0};            // --stall-timeout; 0: off
   // -x VAR (nullopt: pass the launcher's value) or VAR=VALUE (VALUE may be empty or hold '=')
   std::vector<std::pair<std::string, std::optional<std::string>>> env;
   std::string output_filename;       // --output-filename DIR

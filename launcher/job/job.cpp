@@ -16,6 +16,7 @@
 #include "agent/wire/control_message.hpp"
 #include "agent/wire/duration_text.hpp"
 #include "agent/wire/error.hpp"
+#include "agent/wire/heartbeat.hpp"
 #include "agent/wire/exit_status.hpp"
 #include "agent/wire/job_secret.hpp"
 #include "agent/wire/log.hpp"
@@ -27,6 +28,8 @@
 #include "launcher/job/nic_discovery.hpp"
 #include "launcher/job/rank_exits.hpp"
 #include "launcher/job/rank_launch.hpp"
+#include "launcher/job/stack_groups.hpp"
+#include "launcher/job/stall_watch.hpp"
 #include "launcher/job/teardown.hpp"
 #include "launcher/output/output_mux.hpp"
 #include "launcher/ranks/dry_run.hpp"
@@ -52,6 +55,10 @@ constexpr milliseconds kAfterKillSlack{1000};
 constexpr milliseconds kShutdownTimeout{2000};
 // How long a rank failure report waits for the rank output before it to be written.
 constexpr milliseconds kReportDrainTimeout{500};
+// The hang autopsy: how long agents wait for their ranks' stacks, and how long hvrun waits for the
+// agents' answers; the ranks' kill grace starts after it.
+constexpr milliseconds kStackTimeout{500};
+constexpr milliseconds kAutopsyTimeout{1000};
 
 }  // namespace
 
@@ -64,14 +71,19 @@ struct Job::Impl {
         plan(options.hosts, options.np, options.no_oversubscribe),
         signals(io, SIGINT, SIGTERM),
         deadline(io),
+        autopsy_timer(io),
+        stall_timer(io),
         secret(JobSecret::generate()),
-        teardown(options.kill_grace) {}
+        teardown(options.kill_grace),
+        stall(options.stall_timeout, heartbeat_interval(options.heartbeat_timeout)) {}
 
   LaunchOptions options;
   RankPlan plan;
   asio::io_context io;
   asio::signal_set signals;
   asio::steady_timer deadline;
+  asio::steady_timer autopsy_timer;
+  asio::steady_timer stall_timer;
   JobSecret secret;
   std::vector<Host> hosts;
   RankExits exits;
@@ -81,6 +93,15 @@ struct Job::Impl {
   using Clock = LaunchTimings::Clock;
   LaunchTimings timings;  // when each phase ended, for --verbose (log_timings)
   Teardown teardown;
+  StallWatch stall;
+  // The hang autopsy under way: the hosts whose stacks are still awaited, what came, and the grace the
+  // ranks get once it is over.
+  struct Autopsy {
+    std::vector<bool> awaited;
+    std::vector<RankStackText> stacks;
+    milliseconds grace{0};
+  };
+  std::optional<Autopsy> autopsy;
   std::optional<std::string> horovod_rendezvous_addr;  // nothing when not served
   int horovod_rendezvous_port = 0;
   std::optional<std::vector<std::string>> mpirun;  // --mpi: the command line, once the NICs are chosen
@@ -295,6 +316,76 @@ struct Job::Impl {
     teardown.advance(Phase::kRunning);
     deadline.cancel();
     spdlog::info("started {} ranks on {} hosts", plan.size(), hosts.size());
+    if (stall.enabled()) {
+      stall.start(Clock::now());
+      arm_stall_check();
+    }
+  }
+
+  // ---- the hang autopsy and --stall-timeout --------------------------------------------------------
+
+  void arm_stall_check() {
+    stall_timer.expires_after(std::max(stall.until_stalled(Clock::now()), milliseconds(100)));
+    stall_timer.async_wait([this](auto ec) {
+      if (ec || teardown.phase() != Phase::kRunning) return;
+      if (!stall.stalled(Clock::now())) return arm_stall_check();
+      carry_out(teardown.on_stall(), "no rank printed anything or used CPU for " + seconds_text(stall.timeout()) +
+                                         " (--stall-timeout); collecting every rank's stack, then stopping all ranks");
+    });
+  }
+
+  int ranks_on(std::size_t i) const { return plan.hosts()[hosts[i].plan_index].local_size; }
+
+  // Asks every agent still there for its ranks' stacks; the ranks are stopped with `grace` once all
+  // have answered or kAutopsyTimeout has passed.
+  void start_autopsy(milliseconds grace) {
+    if (!teardown.begin_autopsy()) return stop_ranks(grace);
+    autopsy = Autopsy{std::vector<bool>(hosts.size(), false), {}, grace};
+    for (std::size_t i = 0; i < hosts.size(); ++i)
+      if (!links->closed(i) && ranks_on(i) > 0) {
+        autopsy->awaited[i] = true;
+        links->send(i, StacksRequestMsg{static_cast<int>(kStackTimeout.count())});
+      }
+    autopsy_timer.expires_after(kAutopsyTimeout);
+    autopsy_timer.async_wait([this](auto ec) {
+      if (!ec) end_autopsy();
+    });
+    maybe_end_autopsy();
+  }
+
+  void handle(std::size_t i, StacksMsg m) {
+    if (!autopsy || !autopsy->awaited.at(i)) return;  // late, or after the autopsy ended
+    for (RankStack& r : m.ranks) {
+      check_rank_of(i, r.rank);
+      autopsy->stacks.push_back(RankStackText{r.rank, hosts[i].name, std::move(r.text)});
+    }
+    autopsy->awaited[i] = false;
+    maybe_end_autopsy();
+  }
+
+  void maybe_end_autopsy() {
+    if (autopsy && std::none_of(autopsy->awaited.begin(), autopsy->awaited.end(), [](bool b) { return b; }))
+      end_autopsy();
+  }
+
+  // Prints the stacks grouped (and which hosts did not answer), then stops the ranks.
+  void end_autopsy() {
+    if (!autopsy) return;
+    autopsy_timer.cancel();
+    Autopsy a = std::move(*autopsy);
+    autopsy.reset();
+    std::sort(a.stacks.begin(), a.stacks.end(), [](const auto& x, const auto& y) { return x.rank < y.rank; });
+    std::string silent;
+    for (std::size_t i = 0; i < a.awaited.size(); ++i)
+      if (a.awaited[i]) silent += (silent.empty() ? "" : ", ") + hosts[i].name;
+    output->drain(kReportDrainTimeout);
+    const std::string prefix(kHvrunLogPrefix);
+    std::string text = prefix + "where the " + std::to_string(a.stacks.size()) + " running ranks are:";
+    if (!a.stacks.empty()) text += "\n" + stack_groups_report(a.stacks);
+    if (!silent.empty())
+      text += "\n" + prefix + "no stacks from " + silent + " within " + seconds_text(kAutopsyTimeout);
+    log_report(LogLevel::warn, text);
+    stop_ranks(a.grace);
   }
 
   void on_start_timeout() {
@@ -310,6 +401,7 @@ struct Job::Impl {
         OutputChunk c = decode_output(f.payload, links->peer(i));
         check_rank_of(i, c.rank);
         if (timings.first_output == Clock::time_point{}) timings.first_output = Clock::now();
+        stall.output(Clock::now());
         output->write(c.rank, c.stream, c.bytes);
         links->took_output(i, c.bytes.size(), output->congested());
         return;
@@ -342,7 +434,9 @@ struct Job::Impl {
     h.ready = m;
     maybe_probe();
   }
-  void handle(std::size_t, HeartbeatMsg) {}
+  void handle(std::size_t i, HeartbeatMsg m) {
+    if (teardown.phase() == Phase::kRunning) stall.heartbeat(ranks_on(i), m.cpu_ms, Clock::now());
+  }
 
   void handle(std::size_t i, HorovodRendezvousReadyMsg m) {
     if (teardown.tearing_down()) return;  // the job failed meanwhile
@@ -389,7 +483,8 @@ struct Job::Impl {
     teardown.record_failure(failed_rank_exit_code(m));
     // The rank's own output comes first; a reader that does not take it soon does not hold the report.
     output->drain(kReportDrainTimeout);
-    log_report(LogLevel::err, rank_failure_report(m, hosts[i].name, output->last_stderr(m.rank), exits.running()));
+    log_report(LogLevel::err, rank_failure_report(m, hosts[i].name, output->stderr_digest(m.rank), output->last_stderr(m.rank),
+                                                   exits.running()));
     stop_ranks(options.kill_grace);
   }
 
@@ -398,6 +493,10 @@ struct Job::Impl {
     if (links->closed(i)) return;
     links->mark_closed(i);
     exits.mark_host_exited(i);
+    if (autopsy) {
+      autopsy->awaited.at(i) = false;
+      maybe_end_autopsy();
+    }
     if (teardown.tearing_down()) {
       maybe_done();
       return;
@@ -418,7 +517,10 @@ struct Job::Impl {
       io.stop();
       return;
     }
-    carry_out(d, "received " + signal_name(sig) + "; stopping all ranks");
+    carry_out(d, "received " + signal_name(sig) + "; stopping all ranks" +
+                     (d.action == Teardown::Action::kAutopsy ? ", once their stacks are in (a second " +
+                                                                    signal_name(sig) + " stops them at once)"
+                                                              : ""));
     signals.async_wait([this](auto e, int s) { on_signal(e, s); });
   }
 
@@ -429,7 +531,15 @@ struct Job::Impl {
       spdlog::error("{}", line);
     }
     if (d.action == Teardown::Action::kShutDown) shut_down();
-    if (d.action == Teardown::Action::kStopRanks) stop_ranks(d.grace);
+    if (d.action == Teardown::Action::kAutopsy) start_autopsy(d.grace);
+    if (d.action == Teardown::Action::kStopRanks) {
+      // A second signal during the autopsy: the stacks that came are not waited for.
+      if (autopsy) {
+        autopsy_timer.cancel();
+        autopsy.reset();
+      }
+      stop_ranks(d.grace);
+    }
   }
 
   void stop_ranks(milliseconds grace) {
@@ -456,6 +566,8 @@ struct Job::Impl {
 
   void finish() {
     teardown.finish();
+    stall_timer.cancel();
+    autopsy_timer.cancel();
     links->close_all();
     startup->stop();
     deadline.cancel();

@@ -1,5 +1,11 @@
 #include "launcher/job/rank_exits.hpp"
 
+#include <cxxabi.h>
+
+#include <cstdlib>
+#include <memory>
+
+#include "agent/wire/crash_report.hpp"
 #include "agent/wire/exit_status.hpp"
 #include "agent/wire/log.hpp"
 #include "launcher/base/exit_codes.hpp"
@@ -36,21 +42,48 @@ void RankExits::mark_host_exited(std::size_t host) {
 
 std::string describe_exit(const ExitedMsg& m) {
   if (!m.error.empty()) return m.error;
-  if (m.signal != 0) return "killed by " + signal_name(m.signal);
-  return "exited with code " + std::to_string(m.exit_code);
+  if (m.signal == 0) return "exited with code " + std::to_string(m.exit_code);
+  std::string text = "killed by " + signal_name(m.signal);
+  if (!m.cause.empty()) text += ", " + m.cause;
+  if (m.cause.rfind(crash_report::kOomKillCause, 0) == 0 && m.peak_rss_kb > 0)
+    text += "; peak RSS " + std::to_string((m.peak_rss_kb + 512) / 1024) + " MiB";
+  return text;
+}
+
+std::string demangle_frame(const std::string& line) {
+  // "  #3 0xADDR NAME+0xOFF (file)": NAME is the fourth word, up to its '+'.
+  const auto name_at = line.find(" _Z");
+  if (name_at == std::string::npos) return line;
+  const auto end = line.find('+', name_at);
+  if (end == std::string::npos) return line;
+  const std::string mangled = line.substr(name_at + 1, end - name_at - 1);
+  int status = 0;
+  const std::unique_ptr<char, decltype(&std::free)> plain(abi::__cxa_demangle(mangled.c_str(), nullptr, nullptr, &status),
+                                                          &std::free);
+  if (status != 0 || !plain) return line;
+  return line.substr(0, name_at + 1) + plain.get() + line.substr(end);
 }
 
 bool exit_failed(const ExitedMsg& m) { return m.exit_code != 0 || m.signal != 0 || !m.error.empty(); }
 
 int failed_rank_exit_code(const ExitedMsg& m) { return !m.error.empty() ? kExitCannotExecute : m.exit_code; }
 
-std::string rank_failure_report(const ExitedMsg& m, const std::string& host, const std::deque<std::string>& stderr_tail,
-                                int others) {
+std::string rank_failure_report(const ExitedMsg& m, const std::string& host, const StderrDigest& digest,
+                                const std::deque<std::string>& stderr_tail, int others) {
   const std::string prefix(kHvrunLogPrefix);  // each of hvrun's lines, as its log pattern writes them
   std::string text = prefix + "rank " + std::to_string(m.rank) + " on " + host + ": " + describe_exit(m);
-  if (!stderr_tail.empty() && m.error.empty()) {
+  const auto crash = m.error.empty() && m.signal != 0 ? digest.crash_report() : std::vector<std::string>{};
+  if (!crash.empty()) {
+    if (digest.fault_address()) text += " at address " + *digest.fault_address();
     text += "; its last stderr lines:";
-    for (const auto& line : stderr_tail) text += "\n    " + line;
+    for (const auto& line : digest.lines_before_crash()) text += "\n    " + line;
+    for (const auto& line : crash) text += "\n    " + demangle_frame(line);
+  } else {
+    if (m.error.empty() && m.signal == 0 && !digest.exception().empty()) text += ": " + digest.exception();
+    if (!stderr_tail.empty() && m.error.empty()) {
+      text += "; its last stderr lines:";
+      for (const auto& line : stderr_tail) text += "\n    " + line;
+    }
   }
   if (others > 0) text += "\n" + prefix + "stopping the other " + std::to_string(others) + " ranks";
   return text;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "agent/wire/control_message.hpp"
+#include "launcher/output/stderr_digest.hpp"
 
 namespace hvrun {
 
@@ -40,16 +41,21 @@ class RankExits {
   int exited_count_ = 0;
 };
 
-// "exited with code 3", "killed by SIGKILL", or the agent's reason it could not start the rank.
+// "exited with code 3", "killed by SIGSEGV", "killed by SIGKILL, sent by the kernel's OOM killer (...);
+// peak RSS 70 MiB", or the agent's reason it could not start the rank.
 std::string describe_exit(const ExitedMsg& m);
 // The rank ended other than with code 0.
 bool exit_failed(const ExitedMsg& m);
 // hvrun's exit code for a failed rank: its own code, or 127 when it could not be executed.
 int failed_rank_exit_code(const ExitedMsg& m);
 // hvrun's report of a failed rank, whole, each of hvrun's lines with its prefix (logged with log_report):
-// which rank, where, how it ended, its last stderr lines (`stderr_tail`; not for a rank that never
+// which rank, where, how it ended and why as far as known (the fault address of a crash, the exception
+// of a traceback), then its crash report whole (`digest`: the few stderr lines before it, Python's
+// frames and the native stack, C++ names demangled) or else its last stderr lines (`stderr_tail`; neither for a rank that never
 // started), and how many ranks still run (`others`), which hvrun now stops.
-std::string rank_failure_report(const ExitedMsg& m, const std::string& host,
+std::string rank_failure_report(const ExitedMsg& m, const std::string& host, const StderrDigest& digest,
                                 const std::deque<std::string>& stderr_tail, int others);
+// `line` with each mangled C++ name ("_ZN4gloo...") in a native frame demangled.
+std::string demangle_frame(const std::string& line);
 
 }  // namespace hvrun

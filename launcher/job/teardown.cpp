@@ -14,6 +14,7 @@ std::string Teardown::activity() const {
     case Phase::kProbing: return "probing the NICs";
     case Phase::kRendezvous: return "starting Horovod's rendezvous";
     case Phase::kRunning: return "supervising the ranks";
+    case Phase::kAutopsy: return "collecting the ranks' stacks";
     case Phase::kStopping: return "stopping the ranks";
     case Phase::kShuttingDown:
     case Phase::kDone: return "shutting down the agents";
@@ -48,11 +49,32 @@ Teardown::Decision Teardown::on_signal(int sig) {
   }
   if (before_launch()) {
     d.action = Action::kShutDown;
+  } else if (phase_ == Phase::kRunning && interrupts_ == 1) {
+    d.action = Action::kAutopsy;
+    d.grace = kill_grace_;
   } else {
     d.action = Action::kStopRanks;
     d.grace = interrupts_ > 1 ? std::chrono::milliseconds(0) : kill_grace_;  // a second Ctrl-C: no more grace
   }
   return d;
+}
+
+Teardown::Decision Teardown::on_stall() {
+  if (phase_ != Phase::kRunning) return {};
+  Decision d;
+  if (!failure_reported_) {
+    d.report = true;
+    record_failure(kExitLaunchFailed);
+  }
+  d.action = Action::kAutopsy;
+  d.grace = kill_grace_;
+  return d;
+}
+
+bool Teardown::begin_autopsy() {
+  if (phase_ != Phase::kRunning) return false;
+  phase_ = Phase::kAutopsy;
+  return true;
 }
 
 bool Teardown::stop_ranks() {

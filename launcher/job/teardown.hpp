@@ -5,6 +5,8 @@
 // The job (job.cpp) carries the decisions out; docs/DESIGN.md, "The teardown state machine".
 //
 //   kStarting -> kProbing -> [kRendezvous] -> kRunning     (start-up, advance())
+//   kRunning -> kAutopsy                                   (the first SIGINT/SIGTERM, or --stall-timeout:
+//                                                           begin_autopsy(): StacksRequestMsg, then a deadline)
 //   any phase before kShuttingDown -> kStopping            (stop_ranks(): TerminateMsg, then a deadline)
 //   any phase before kShuttingDown -> kShuttingDown        (shut_down(): ShutdownMsg, then a deadline)
 //   any phase -> kDone                                     (finish(): channels closed, output drained)
@@ -16,13 +18,15 @@ namespace hvrun {
 class Teardown {
  public:
   // kRendezvous: NICs chosen, waiting for rank 0's agent to serve Horovod's rendezvous; no rank runs yet.
-  enum class Phase { kStarting, kProbing, kRendezvous, kRunning, kStopping, kShuttingDown, kDone };
+  // kAutopsy: the ranks still run while their stacks are collected, then they are stopped.
+  enum class Phase { kStarting, kProbing, kRendezvous, kRunning, kAutopsy, kStopping, kShuttingDown, kDone };
 
   // What the job does next.
   enum class Action {
     kNothing,     // already tearing down
     kShutDown,    // no rank runs yet: the agents go at once
     kStopRanks,   // the ranks get SIGTERM, and SIGKILL after `grace`
+    kAutopsy,     // every rank's stack is collected and printed, then kStopRanks with `grace`
     kDropOutput,  // a signal after the end: stop writing the ranks' output and exit
   };
   struct Decision {
@@ -54,9 +58,15 @@ class Teardown {
 
   // The job cannot go on (a lost agent, a start-up timeout): exit code 1 for the first failure.
   Decision fail();
-  // SIGINT or SIGTERM: exit code 128 + sig for the first; a second signal while the ranks stop takes
-  // their grace away; a signal after the end gives up on the output not yet written.
+  // SIGINT or SIGTERM: exit code 128 + sig for the first, which while ranks run starts the autopsy; a
+  // second signal (during the autopsy or while the ranks stop) stops them at once, without grace; a
+  // signal after the end gives up on the output not yet written.
   Decision on_signal(int sig);
+  // --stall-timeout passed while the ranks run: a failure (exit code 1) that starts the autopsy;
+  // nothing in any other phase.
+  Decision on_stall();
+  // kRunning -> kAutopsy; false, changing nothing, in any other phase.
+  bool begin_autopsy();
 
   // Each returns false, changing nothing, when the job is already tearing down.
   bool stop_ranks();

@@ -73,6 +73,7 @@ void OutputMux::flush(int rank) {
 void OutputMux::emit(int rank, OutputStream stream, std::string_view line) {
   const bool is_out = stream == OutputStream::kStdout;
   if (!is_out) {
+    ranks_[rank].digest.line(line);
     auto& tail = ranks_[rank].tail;
     tail.emplace_back(line.substr(0, kTailLineMax));
     while (tail.size() > options_.keep_stderr_lines) tail.pop_front();

@@ -15,6 +15,7 @@
 #include "agent/wire/unique_fd.hpp"
 #include "launcher/output/line_splitter.hpp"
 #include "launcher/output/output_writer.hpp"
+#include "launcher/output/stderr_digest.hpp"
 
 namespace hvrun {
 
@@ -37,6 +38,8 @@ class OutputMux {
   // The rank's streams are over (it exited): print partial lines as lines.
   void flush(int rank);
   const std::deque<std::string>& last_stderr(int rank) const { return ranks_.at(rank).tail; }
+  // What the rank's stderr said of its end: its crash report, its last traceback's exception.
+  const StderrDigest& stderr_digest(int rank) const { return ranks_.at(rank).digest; }
   // Output accepted but not yet written; above the high-water mark the launcher holds back the
   // acknowledgements that let agents send more.
   bool congested() const { return writer_.congested(); }
@@ -49,6 +52,7 @@ class OutputMux {
     LineSplitter out, err;
     UniqueFd out_file, err_file;
     std::deque<std::string> tail;
+    StderrDigest digest;
   };
   void emit(int rank, OutputStream stream, std::string_view line);
 

@@ -87,7 +87,8 @@ std::vector<std::string> mpirun_argv(const MpirunInput& in) {
 
   std::vector<std::pair<std::string, std::string>> env{{"HOROVOD_CONTROLLER", "mpi"},
                                                        {"HOROVOD_CPU_OPERATIONS", "mpi"},
-                                                       {"PYTHONUNBUFFERED", "1"}};
+                                                       {"PYTHONUNBUFFERED", "1"},
+                                                       {"PYTHONFAULTHANDLER", "1"}};
   std::string nccl = "=";
   for (const auto& n : nics) nccl += (nccl.size() > 1 ? "," : "") + n;
   env.emplace_back("NCCL_SOCKET_IFNAME", nccl);

@@ -40,6 +40,8 @@ std::map<std::string, std::string> rank_environment(const RankInfo& rank, const 
       {"HOROVOD_CPU_OPERATIONS", "gloo"},
       // A Python rank's output must come as it is printed, not when the rank exits (horovodrun's too).
       {"PYTHONUNBUFFERED", "1"},
+      // A Python rank that crashes shows its Python frames (faulthandler); -x PYTHONFAULTHANDLER= turns it off.
+      {"PYTHONFAULTHANDLER", "1"},
       // torch's env:// rendezvous; GROUP_RANK is the node's index, not Horovod's cross rank.
       {kTorchRank, str(rank.rank)},
       {kTorchWorldSize, str(rank.size)},

@@ -1,0 +1,368 @@
+// libhvrun_crash.so: what the agent preloads into every rank (LD_PRELOAD) so that a crash and a hang
+// show where they happened, in any program, with nothing to add to it.
+//
+// - A fatal signal (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT) writes the crashing thread's native
+//   stack to stderr, with function names from the dynamic symbols or, failing those, from the ELF
+//   .symtab of the file that holds the frame, then dies of the same signal (the exit status is
+//   unchanged). A handler installed later (Python's faulthandler, under PYTHONFAULTHANDLER=1) runs
+//   first and chains to this one, so a Python rank shows its Python frames and then its native ones.
+// - SIGURG sent by hvrun's agent with kStackRequest as its value (rt_tgsigqueueinfo to the main
+//   thread, so no other sender and no other thread triggers it; SIGURG's default is to ignore, so a
+//   process without this handler is not harmed) writes the main thread's Python frames (through the
+//   interpreter's own faulthandler dumper, when the process runs Python) and native stack to
+//   $HVRUN_STACK_DIR/<pgid>-<pid>.stack, written under a temporary name and renamed when whole; the
+//   program goes on.
+//
+// The text formats are a contract with the launcher (launcher/output/stderr_digest.hpp,
+// launcher/job/stack_groups.hpp); agent/wire/crash_report.hpp spells them.
+//
+// Everything here runs in signal handlers: only async-signal-safe calls (write, open, read, mmap,
+// rename), no allocation, no stdio; glibc's backtrace() is called once at load so that its lazy
+// loading of libgcc_s is over before any signal. Built without libstdc++: the library needs glibc only.
+#include <dlfcn.h>
+#include <elf.h>
+#include <errno.h>
+#include <execinfo.h>
+#include <fcntl.h>
+#include <link.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>  // rename
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include "agent/wire/crash_report.hpp"
+
+namespace {
+
+constexpr int kMaxFrames = 64;
+constexpr int kFatalSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+struct sigaction g_previous[65];
+char g_stack_dir[512];
+char g_alt_stack[64 * 1024];
+
+// A fixed buffer that is written out whole: one write(2) per line keeps lines whole on a shared pipe.
+struct Out {
+  explicit Out(int out_fd) : fd(out_fd) {}
+  int fd;
+  char buf[1024];
+  size_t len = 0;
+  void put(const char* s) {
+    while (*s) {
+      if (len == sizeof buf) flush();
+      buf[len++] = *s++;
+    }
+  }
+  void put(const char* s, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+      if (len == sizeof buf) flush();
+      buf[len++] = s[i];
+    }
+  }
+  void hex(uintptr_t v) {
+    char t[2 + 16];
+    int n = 0;
+    do {
+      t[n++] = "0123456789abcdef"[v & 15];
+      v >>= 4;
+    } while (v != 0);
+    put("0x");
+    while (n > 0) put(&t[--n], 1);
+  }
+  void dec(long v) {
+    char t[24];
+    int n = 0;
+    if (v < 0) {
+      put("-");
+      v = -v;
+    }
+    do {
+      t[n++] = static_cast<char>('0' + v % 10);
+      v /= 10;
+    } while (v != 0);
+    while (n > 0) put(&t[--n], 1);
+  }
+  void flush() {
+    size_t off = 0;
+    while (off < len) {
+      const ssize_t w = ::write(fd, buf + off, len - off);
+      if (w <= 0) break;
+      off += static_cast<size_t>(w);
+    }
+    len = 0;
+  }
+};
+
+const char* signal_word(int sig) {
+  switch (sig) {
+    case SIGSEGV: return "SIGSEGV";
+    case SIGBUS: return "SIGBUS";
+    case SIGFPE: return "SIGFPE";
+    case SIGILL: return "SIGILL";
+    case SIGABRT: return "SIGABRT";
+    default: return "signal";
+  }
+}
+
+// The name of the function of .symtab that holds `offset` (a link-time address) in the ELF file
+// `path`, or nullptr. `name` receives it (bounded).
+bool symtab_name(const char* path, uintptr_t offset, char* name, size_t name_size, uintptr_t* start) {
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || st.st_size < static_cast<off_t>(sizeof(ElfW(Ehdr)))) {
+    ::close(fd);
+    return false;
+  }
+  const size_t size = static_cast<size_t>(st.st_size);
+  void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  if (map == MAP_FAILED) return false;
+  const auto* base = static_cast<const unsigned char*>(map);
+  const auto* eh = reinterpret_cast<const ElfW(Ehdr)*>(base);
+  bool found = false;
+  if (memcmp(eh->e_ident, ELFMAG, SELFMAG) == 0 && eh->e_shoff != 0 &&
+      eh->e_shoff + static_cast<size_t>(eh->e_shnum) * sizeof(ElfW(Shdr)) <= size) {
+    const auto* sh = reinterpret_cast<const ElfW(Shdr)*>(base + eh->e_shoff);
+    for (int i = 0; i < eh->e_shnum && !found; ++i) {
+      if (sh[i].sh_type != SHT_SYMTAB || sh[i].sh_link >= eh->e_shnum) continue;
+      const ElfW(Shdr)& strs = sh[sh[i].sh_link];
+      if (sh[i].sh_offset + sh[i].sh_size > size || strs.sh_offset + strs.sh_size > size) continue;
+      const auto* syms = reinterpret_cast<const ElfW(Sym)*>(base + sh[i].sh_offset);
+      const size_t count = sh[i].sh_size / sizeof(ElfW(Sym));
+      for (size_t k = 0; k < count; ++k) {
+        const ElfW(Sym)& s = syms[k];
+        if (ELF64_ST_TYPE(s.st_info) != STT_FUNC || s.st_value == 0) continue;
+        if (offset < s.st_value || offset >= s.st_value + (s.st_size ? s.st_size : 1)) continue;
+        if (s.st_name >= strs.sh_size) continue;
+        const char* n = reinterpret_cast<const char*>(base + strs.sh_offset + s.st_name);
+        size_t j = 0;
+        for (; j + 1 < name_size && j < strs.sh_size - s.st_name && n[j] != '\0'; ++j) name[j] = n[j];
+        name[j] = '\0';
+        *start = s.st_value;
+        found = j > 0;
+        break;
+      }
+    }
+  }
+  ::munmap(map, size);
+  return found;
+}
+
+// One frame: "  #N 0xADDR name+0xOFF (file)", the name from dladdr's dynamic symbols or the file's
+// .symtab, "??" where neither knows it.
+void write_frame(Out& out, int index, void* addr) {
+  out.put("  #");
+  out.dec(index);
+  out.put(" ");
+  out.hex(reinterpret_cast<uintptr_t>(addr));
+  Dl_info info{};
+  // A return address points after the call: look up the byte before it, inside the caller.
+  const uintptr_t pc = reinterpret_cast<uintptr_t>(addr) - (index > 0 ? 1 : 0);
+  if (::dladdr(reinterpret_cast<void*>(pc), &info) == 0) {
+    out.put(" ??\n");
+    out.flush();
+    return;
+  }
+  // The main program's name is argv[0] as it was typed ("sh"): its file is /proc/self/exe.
+  const char* file = info.dli_fname;
+  static char exe[512];
+  if (file == nullptr || strchr(file, '/') == nullptr) {
+    const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[n > 0 ? n : 0] = '\0';
+    file = n > 0 ? exe : "/proc/self/exe";
+  }
+  char name[256];
+  uintptr_t start = 0;
+  if (info.dli_sname != nullptr) {
+    out.put(" ");
+    out.put(info.dli_sname);
+    start = reinterpret_cast<uintptr_t>(info.dli_saddr);
+    out.put("+");
+    out.hex(pc - start);
+  } else {
+    // .symtab holds link-time addresses: the load base is subtracted for a shared object or a PIE.
+    const auto* eh = static_cast<const ElfW(Ehdr)*>(info.dli_fbase);
+    const uintptr_t bias = (eh != nullptr && eh->e_type == ET_DYN) ? reinterpret_cast<uintptr_t>(info.dli_fbase) : 0;
+    if (symtab_name(file, pc - bias, name, sizeof name, &start)) {
+      out.put(" ");
+      out.put(name);
+      out.put("+");
+      out.hex(pc - bias - start);
+    } else {
+      out.put(" ?? +");
+      out.hex(pc - reinterpret_cast<uintptr_t>(info.dli_fbase));
+    }
+  }
+  out.put(" (");
+  out.put(file);
+  out.put(")\n");
+  out.flush();
+}
+
+uintptr_t interrupted_pc(void* context) {
+  const auto* uc = static_cast<const ucontext_t*>(context);
+  if (uc == nullptr) return 0;
+#if defined(__x86_64__)
+  return static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RIP]);
+#elif defined(__aarch64__)
+  return static_cast<uintptr_t>(uc->uc_mcontext.pc);
+#else
+  return 0;
+#endif
+}
+
+// The native stack of the calling thread, from the interrupted instruction on (the handler's own
+// frames and the signal trampoline are left out when the interrupted pc is found among the frames).
+void write_native_stack(Out& out, void* context) {
+  void* frames[kMaxFrames];
+  const int n = ::backtrace(frames, kMaxFrames);
+  const uintptr_t pc = interrupted_pc(context);
+  int first = 0;
+  for (int i = 0; i < n; ++i)
+    if (reinterpret_cast<uintptr_t>(frames[i]) == pc) {
+      first = i;
+      break;
+    }
+  if (first == 0 && pc != 0) {
+    // The trampoline's frame was not found (no unwind data past it): the interrupted pc first.
+    write_frame(out, 0, reinterpret_cast<void*>(pc));
+    return;
+  }
+  for (int i = first; i < n; ++i) write_frame(out, i - first, frames[i]);
+}
+
+void write_comm(Out& out) {
+  char comm[32];
+  const int fd = ::open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
+  ssize_t n = fd >= 0 ? ::read(fd, comm, sizeof comm) : -1;
+  if (fd >= 0) ::close(fd);
+  while (n > 0 && (comm[n - 1] == '\n' || comm[n - 1] == '\0')) --n;
+  out.put(n > 0 ? comm : "?", n > 0 ? static_cast<size_t>(n) : 1);
+}
+
+void on_fatal(int sig, siginfo_t* info, void* context) {
+  Out out(STDERR_FILENO);
+  out.put(hvrun::crash_report::kCrashHeader);
+  out.put(" pid ");
+  out.dec(::getpid());
+  out.put(" (");
+  write_comm(out);
+  out.put(") ");
+  out.put(signal_word(sig));
+  // si_code > 0: the kernel's own fault, whose address is known. Otherwise kill(), raise() or abort():
+  // the sender, or (re-raised by a handler that ran before this one) nothing more.
+  if (info->si_code > 0 && (sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL)) {
+    out.put(", fault address ");
+    out.hex(reinterpret_cast<uintptr_t>(info->si_addr));
+  } else if (info->si_code == SI_USER && info->si_pid != ::getpid()) {
+    out.put(" sent by pid ");
+    out.dec(info->si_pid);
+  }
+  out.put(", native stack of thread ");
+  out.dec(static_cast<long>(::syscall(SYS_gettid)));
+  out.put(":\n");
+  out.flush();
+  write_native_stack(out, context);
+  out.put(hvrun::crash_report::kCrashFooter);
+  out.put("\n");
+  out.flush();
+  // Die of the same signal, as without this handler: the default action, re-raised on return for a
+  // fault, raised here for one sent by kill() or abort().
+  ::signal(sig, SIG_DFL);
+  if (info->si_code <= 0) ::raise(sig);
+}
+
+using DumpThreads = const char* (*)(int, void*, void*);
+using IsInitialized = int (*)();
+
+void on_stack_request(int sig, siginfo_t* info, void* context) {
+  if (info->si_code != SI_QUEUE || info->si_value.sival_int != hvrun::crash_report::kStackRequest) {
+    const struct sigaction& prev = g_previous[sig];
+    if ((prev.sa_flags & SA_SIGINFO) && prev.sa_sigaction != nullptr) prev.sa_sigaction(sig, info, context);
+    else if (prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN && prev.sa_handler != nullptr) prev.sa_handler(sig);
+    return;
+  }
+  if (g_stack_dir[0] == '\0') return;
+  const int saved_errno = errno;
+  char tmp[600], final_path[600];
+  // <dir>/<pgid>-<pid>.stack
+  Out p(-1);
+  p.put(g_stack_dir);
+  p.put("/");
+  p.dec(::getpgrp());
+  p.put("-");
+  p.dec(::getpid());
+  p.put(".stack");
+  memcpy(final_path, p.buf, p.len);
+  final_path[p.len] = '\0';
+  memcpy(tmp, p.buf, p.len);
+  memcpy(tmp + p.len, ".tmp", 5);
+  const int fd = ::open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    errno = saved_errno;
+    return;
+  }
+  Out out(fd);
+  out.put(hvrun::crash_report::kStackHeader);
+  out.put(" pid ");
+  out.dec(::getpid());
+  out.put(" (");
+  write_comm(out);
+  out.put(")\n");
+  out.flush();
+  const auto is_init = reinterpret_cast<IsInitialized>(::dlsym(RTLD_DEFAULT, "Py_IsInitialized"));
+  const auto dump = reinterpret_cast<DumpThreads>(::dlsym(RTLD_DEFAULT, "_Py_DumpTracebackThreads"));
+  if (is_init != nullptr && dump != nullptr && is_init()) {
+    out.put(hvrun::crash_report::kPythonSection);
+    out.put("\n");
+    out.flush();
+    dump(fd, nullptr, nullptr);
+  }
+  out.put(hvrun::crash_report::kNativeSection);
+  out.put("\n");
+  out.flush();
+  write_native_stack(out, context);
+  ::close(fd);
+  ::rename(tmp, final_path);
+  errno = saved_errno;
+}
+
+__attribute__((constructor)) void install() {
+  // In a process that hvrun did not start (the variable is inherited by what ranks run), the
+  // handlers still help; the stack directory may be gone, which only stops the hang dumps.
+  if (const char* dir = ::getenv(hvrun::crash_report::kStackDirVariable)) {
+    const size_t n = strlen(dir);
+    if (n < sizeof g_stack_dir) memcpy(g_stack_dir, dir, n + 1);
+  }
+  void* warm[2];
+  (void)::backtrace(warm, 2);  // loads libgcc_s now, not in a signal handler
+
+  stack_t alt{};
+  alt.ss_sp = g_alt_stack;
+  alt.ss_size = sizeof g_alt_stack;
+  (void)::sigaltstack(&alt, nullptr);  // a stack overflow's handler needs a stack of its own
+
+  struct sigaction sa {};
+  sa.sa_sigaction = on_fatal;
+  sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESETHAND;
+  sigemptyset(&sa.sa_mask);
+  for (const int sig : kFatalSignals) {
+    struct sigaction old {};
+    // A program that set its own handler before us (a statically linked runtime) keeps it.
+    if (::sigaction(sig, nullptr, &old) == 0 && !(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_DFL)
+      ::sigaction(sig, &sa, &g_previous[sig]);
+  }
+  struct sigaction req {};
+  req.sa_sigaction = on_stack_request;
+  req.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&req.sa_mask);
+  ::sigaction(SIGURG, &req, &g_previous[SIGURG]);
+}
+
+}  // namespace

@@ -1,0 +1,103 @@
+#include "agent/proc_scan.hpp"
+
+#include <dirent.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+namespace hvrun {
+
+namespace {
+
+std::string read_small(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+long ticks_per_second() {
+  static const long hz = [] {
+    const long v = ::sysconf(_SC_CLK_TCK);
+    return v > 0 ? v : 100;
+  }();
+  return hz;
+}
+
+std::vector<pid_t> all_pids() {
+  std::vector<pid_t> out;
+  DIR* d = ::opendir("/proc");
+  if (d == nullptr) return out;
+  while (const dirent* e = ::readdir(d)) {
+    char* end = nullptr;
+    const long v = std::strtol(e->d_name, &end, 10);
+    if (end != e->d_name && *end == '\0' && v > 0) out.push_back(static_cast<pid_t>(v));
+  }
+  ::closedir(d);
+  return out;
+}
+
+}  // namespace
+
+std::optional<ProcStat> read_proc_stat(pid_t pid) {
+  const std::string text = read_small("/proc/" + std::to_string(pid) + "/stat");
+  // "PID (COMM) S PPID PGRP ..." where COMM may hold spaces and parentheses: it ends at the last ')'.
+  const auto open = text.find('(');
+  const auto close = text.rfind(')');
+  if (open == std::string::npos || close == std::string::npos || close < open) return std::nullopt;
+  ProcStat s;
+  s.pid = pid;
+  s.comm = text.substr(open + 1, close - open - 1);
+  std::istringstream rest(text.substr(close + 1));
+  std::vector<std::string> f;
+  for (std::string w; rest >> w;) f.push_back(w);
+  // f[0] is field 3 (state); pgrp is field 5, utime 14, stime 15.
+  if (f.size() < 13) return std::nullopt;
+  s.state = f[0].empty() ? '?' : f[0][0];
+  s.pgrp = static_cast<pid_t>(std::atol(f[2].c_str()));
+  const long long ticks = std::atoll(f[11].c_str()) + std::atoll(f[12].c_str());
+  s.cpu_ms = ticks * 1000 / ticks_per_second();
+  return s;
+}
+
+std::vector<std::vector<ProcStat>> processes_in_groups(const std::vector<pid_t>& groups) {
+  std::map<pid_t, std::size_t> index;
+  for (std::size_t i = 0; i < groups.size(); ++i) index[groups[i]] = i;
+  std::vector<std::vector<ProcStat>> out(groups.size());
+  for (const pid_t pid : all_pids()) {
+    const auto s = read_proc_stat(pid);
+    if (!s) continue;
+    const auto it = index.find(s->pgrp);
+    if (it != index.end()) out[it->second].push_back(*s);
+  }
+  for (std::size_t i = 0; i < groups.size(); ++i)
+    std::stable_sort(out[i].begin(), out[i].end(), [leader = groups[i]](const ProcStat& a, const ProcStat& b) {
+      return (a.pid == leader) > (b.pid == leader) || ((a.pid == leader) == (b.pid == leader) && a.pid < b.pid);
+    });
+  return out;
+}
+
+std::vector<ProcStat> processes_in_group(pid_t pgrp) { return processes_in_groups({pgrp}).front(); }
+
+std::string kernel_wait_text(pid_t pid) {
+  const std::string base = "/proc/" + std::to_string(pid);
+  const auto s = read_proc_stat(pid);
+  std::string text = "  state " + std::string(1, s ? s->state : '?');
+  std::string wchan = read_small(base + "/wchan");
+  if (!wchan.empty() && wchan != "0") text += ", waiting in " + wchan;
+  text += "\n";
+  const std::string stack = read_small(base + "/stack");
+  std::istringstream lines(stack);
+  for (std::string line; std::getline(lines, line);) {
+    // "[<0>] futex_wait_queue+0x60/0x90": the address in brackets says nothing without root's kallsyms.
+    const auto sp = line.find("] ");
+    text += "  kernel: " + (sp == std::string::npos ? line : line.substr(sp + 2)) + "\n";
+  }
+  return text;
+}
+
+}  // namespace hvrun

@@ -1,0 +1,86 @@
+#include "agent/rank_tools.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <system_error>
+
+#include "agent/wire/crash_report.hpp"
+#include "agent/wire/error.hpp"
+#include "agent/wire/unique_fd.hpp"
+
+namespace hvrun {
+
+// The bytes of libhvrun_crash.so, built into the agent (agent/CMakeLists.txt, cmake/embed_file.cmake).
+extern const unsigned char kCrashHandlerLibrary[];
+extern const std::size_t kCrashHandlerLibrary_size;
+
+namespace {
+
+void write_all(int fd, const unsigned char* data, std::size_t size, const std::string& path) {
+  std::size_t off = 0;
+  while (off < size) {
+    const ssize_t n = retry_eintr([&] { return ::write(fd, data + off, size - off); });
+    if (n <= 0) throw_errno("write", path);
+    off += static_cast<std::size_t>(n);
+  }
+}
+
+}  // namespace
+
+RankTools::RankTools() {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string templ = std::string(tmp != nullptr && tmp[0] != '\0' ? tmp : "/tmp") + "/hvrun-agent.XXXXXX";
+  if (::mkdtemp(templ.data()) == nullptr) throw_errno("mkdtemp", templ);
+  dir_ = templ;
+  library_ = dir_ + "/libhvrun_crash.so";
+  stack_dir_ = dir_ + "/stacks";
+  try {
+    if (::mkdir(stack_dir_.c_str(), 0700) != 0) throw_errno("mkdir", stack_dir_);
+    UniqueFd fd(::open(library_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0500));
+    if (!fd) throw_errno("open", library_);
+    write_all(fd.get(), kCrashHandlerLibrary, kCrashHandlerLibrary_size, library_);
+    if (::close(fd.release()) != 0) throw_errno("close", library_);
+  } catch (...) {
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
+    throw;
+  }
+}
+
+RankTools::~RankTools() {
+  std::error_code ignored;
+  std::filesystem::remove_all(dir_, ignored);
+}
+
+std::vector<std::string> RankTools::equip(std::vector<std::string> env) const {
+  const std::string off = std::string(crash_report::kCrashHandlerVariable) + "=0";
+  for (const auto& e : env)
+    if (e == off) return env;
+  bool preloaded = false;
+  for (auto& e : env)
+    if (e.rfind("LD_PRELOAD=", 0) == 0) {
+      const std::string user = e.substr(11);
+      e = "LD_PRELOAD=" + library_ + (user.empty() ? "" : ":" + user);
+      preloaded = true;
+    }
+  if (!preloaded) env.push_back("LD_PRELOAD=" + library_);
+  env.push_back(std::string(crash_report::kStackDirVariable) + "=" + stack_dir_);
+#ifdef HVRUN_SANITIZED
+  // A sanitized rank (hvrun's own test programs under HVRUN_SANITIZE) refuses any library loaded
+  // before its runtime unless told not to check.
+  bool asan = false;
+  for (auto& e : env)
+    if (e.rfind("ASAN_OPTIONS=", 0) == 0) {
+      e += ":verify_asan_link_order=0";
+      asan = true;
+    }
+  if (!asan) env.push_back("ASAN_OPTIONS=verify_asan_link_order=0");
+#endif
+  return env;
+}
+
+}  // namespace hvrun

@@ -1,0 +1,31 @@
+#pragma once
+// What the agent adds to its ranks so that their crashes and hangs can be explained: a private
+// directory (mkdtemp, mode 0700, under $TMPDIR or /tmp) holding libhvrun_crash.so, written out from the
+// copy built into the agent, and the folder where the ranks write the stacks hvrun asks for
+// (agent/wire/crash_report.hpp). Removed, with what is in it, when the agent ends.
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace hvrun {
+
+class RankTools {
+ public:
+  // Throws Error naming the call and the path when the directory or the library cannot be written.
+  RankTools();
+  ~RankTools();
+  RankTools(const RankTools&) = delete;
+  RankTools& operator=(const RankTools&) = delete;
+
+  const std::string& library() const { return library_; }
+  const std::string& stack_dir() const { return stack_dir_; }
+
+  // `env` ("NAME=value", a rank's whole environment) with the library preloaded (before the user's
+  // LD_PRELOAD) and HVRUN_STACK_DIR set; unchanged when the user set HVRUN_CRASH_HANDLER=0.
+  std::vector<std::string> equip(std::vector<std::string> env) const;
+
+ private:
+  std::string dir_, library_, stack_dir_;
+};
+
+}  // namespace hvrun

@@ -1,0 +1,29 @@
+#pragma once
+// The texts that libhvrun_crash.so (agent/crash_handler/) writes and hvrun reads: the header and footer
+// of a crash's native stack on a rank's stderr, and the sections of a stack file written on hvrun's
+// request. Constants only, so that the preload library, built without libstdc++, can use them.
+namespace hvrun::crash_report {
+
+// On stderr: "hvrun-crash: pid N (COMM) SIGSEGV, fault address 0x0, native stack of thread T:", the
+// frames ("  #0 0xADDR name+0xOFF (file)"), then the footer line.
+inline constexpr const char kCrashHeader[] = "hvrun-crash:";
+inline constexpr const char kCrashFooter[] = "hvrun-crash: end of stack";
+
+// A stack file: "hvrun-stack: pid N (COMM)", then the Python section (faulthandler's text, all
+// threads, the main thread first as "Current thread") when the process runs Python, then the native
+// section (frames as above, the main thread's).
+inline constexpr const char kStackHeader[] = "hvrun-stack:";
+inline constexpr const char kPythonSection[] = "python:";
+inline constexpr const char kNativeSection[] = "native:";
+
+// The environment variable that tells the library where stack files go; the value of the SIGURG
+// that asks for one (sigqueue's si_value), so that no other SIGURG writes a file.
+inline constexpr const char kStackDirVariable[] = "HVRUN_STACK_DIR";
+inline constexpr int kStackRequest = 0x68767275;  // "hvru"
+// How ExitedMsg::cause starts for a rank the kernel's OOM killer ended (the launcher adds the peak RSS).
+inline constexpr const char kOomKillCause[] = "sent by the kernel's OOM killer";
+
+// Set to 0 by the user (-x HVRUN_CRASH_HANDLER=0): the agent preloads nothing.
+inline constexpr const char kCrashHandlerVariable[] = "HVRUN_CRASH_HANDLER";
+
+}  // namespace hvrun::crash_report

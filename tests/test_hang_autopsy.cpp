@@ -1,0 +1,211 @@
+// The pieces of crash and hang reports without a lab: the stack groups' wording, the stall rule, the
+// teardown's autopsy phase, the OOM record's words and who sent a SIGKILL, the crash handler's
+// preload environment, and the agent's stack collection on real local processes (the preloaded
+// library answering, a process without it described from /proc).
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <utility>  // before Asio: docs/DESIGN.md §8
+#include <boost/asio/io_context.hpp>
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "agent/kernel_log.hpp"
+#include "agent/proc_scan.hpp"
+#include "agent/rank_table.hpp"
+#include "agent/rank_tools.hpp"
+#include "agent/stack_collector.hpp"
+#include "agent/wire/crash_report.hpp"
+#include "launcher/base/exit_codes.hpp"
+#include "launcher/job/stack_groups.hpp"
+#include "launcher/job/stall_watch.hpp"
+#include "launcher/job/teardown.hpp"
+
+using namespace std::chrono_literals;
+
+namespace {
+
+std::string python_stack(const std::string& inner, int line) {
+  return "hvrun-stack: pid 10 (python3)\npython:\n"
+         "Thread 0x00007f1 (most recent call first):\n  File \"/usr/lib/python3.11/threading.py\", line 975 in run\n\n"
+         "Current thread 0x00007f2 (most recent call first):\n"
+         "  File \"/w/lib.py\", line " + std::to_string(line) + " in " + inner + "\n"
+         "  File \"/w/train.py\", line 41 in step\n  File \"/w/train.py\", line 50 in <module>\n"
+         "native:\n  #0 0x7f clock_nanosleep+0x65 (/lib/libc.so.6)\n";
+}
+
+}  // namespace
+
+TEST_CASE("stack groups: ranks in one place are one line; the odd rank stands alone", "[autopsy]") {
+  std::vector<hvrun::RankStackText> s;
+  for (int r : {0, 1, 3}) s.push_back({r, r < 2 ? "lab0" : "lab1", python_stack("allreduce", 7)});
+  s.push_back({2, "lab1", python_stack("wait_for_shard", 19)});
+  const std::string text = hvrun::stack_groups_report(s, 8, 2);
+  CHECK(text ==
+        "hvrun: ranks 0,1,3 on lab0, lab1: in allreduce at lib.py:7 \u2190 step at train.py:41 \u2190 <module> at train.py:50\n"
+        "hvrun:       File \"/w/lib.py\", line 7 in allreduce\n"
+        "hvrun:       File \"/w/train.py\", line 41 in step\n"
+        "hvrun:     ... 1 more frames\n"
+        "hvrun: rank 2 on lab1: in wait_for_shard at lib.py:19 \u2190 step at train.py:41 \u2190 <module> at train.py:50\n"
+        "hvrun:       File \"/w/lib.py\", line 19 in wait_for_shard\n"
+        "hvrun:       File \"/w/train.py\", line 41 in step\n"
+        "hvrun:     ... 1 more frames");
+}
+
+TEST_CASE("stack groups: native frames without Python, the kernel's word without a handler, bounds", "[autopsy]") {
+  const std::string native =
+      "hvrun-stack: pid 11 (hang)\nnative:\n  #0 0x1 nanosleep+0x5 (/lib/libc.so.6)\n"
+      "  #1 0x2 _ZN4gloo7Context4sizeEv+0x5 (/x/libgloo.so)\n  #2 0x3 ?? +0x10 (/x/hang)\n"
+      "hvrun-stack: pid 12 (child)\nnative:\n  #0 0x1 read+0x5 (/lib/libc.so.6)\n";
+  const hvrun::StackPlace p = hvrun::stack_place(native);
+  CHECK(p.frames == std::vector<std::string>{"nanosleep", "gloo::Context::size()", "?? in hang"});
+  const std::string kernel = "hvrun-stack: pid 13 (static) gave no stack (...); the kernel says:\n"
+                             "  state S, waiting in hrtimer_nanosleep\n  kernel: do_nanosleep+0x6b/0x1a0\n";
+  const hvrun::StackPlace k = hvrun::stack_place(kernel);
+  CHECK(k.frames == std::vector<std::string>{"kernel wait hrtimer_nanosleep", "kernel: do_nanosleep+0x6b/0x1a0"});
+
+  std::vector<hvrun::RankStackText> many;
+  for (int r = 0; r < 12; ++r) many.push_back({r, "h" + std::to_string(r), python_stack("f" + std::to_string(r), r)});
+  const std::string text = hvrun::stack_groups_report(many, 3, 1);
+  CHECK(text.find("rank 3 ") == std::string::npos);
+  CHECK(text.substr(text.rfind('\n') + 1) == "hvrun: ... and 9 more groups of ranks");
+  CHECK(hvrun::rank_list({7, 0, 1, 2, 3, 5}) == "0-3,5,7");
+  CHECK(hvrun::rank_list({4, 5}) == "4,5");
+}
+
+TEST_CASE("stall watch: output and busy CPU are activity; a few per cent of a core is not", "[autopsy]") {
+  using Clock = hvrun::StallWatch::Clock;
+  const auto t0 = Clock::now();
+  hvrun::StallWatch off(0ms, 1000ms);
+  CHECK_FALSE(off.stalled(t0 + 1h));
+  hvrun::StallWatch w(3000ms, 1000ms);
+  w.start(t0);
+  CHECK_FALSE(w.stalled(t0 + 2999ms));
+  CHECK(w.stalled(t0 + 3000ms));
+  w.heartbeat(2, 150, t0 + 2000ms);  // 7.5 % per rank: idle polling
+  CHECK(w.stalled(t0 + 3000ms));
+  w.heartbeat(2, 250, t0 + 2500ms);  // 12.5 % per rank: computing
+  CHECK_FALSE(w.stalled(t0 + 5000ms));
+  CHECK(w.until_stalled(t0 + 5000ms) == 500ms);
+  w.output(t0 + 5400ms);
+  CHECK_FALSE(w.stalled(t0 + 8000ms));
+  CHECK(w.stalled(t0 + 8400ms));
+}
+
+TEST_CASE("teardown: the first signal while ranks run starts the autopsy, a second stops at once", "[autopsy]") {
+  using T = hvrun::Teardown;
+  T t(3000ms);
+  t.advance(T::Phase::kRunning);
+  const auto first = t.on_signal(SIGINT);
+  CHECK(first.report);
+  CHECK(first.action == T::Action::kAutopsy);
+  CHECK(first.grace == 3000ms);
+  CHECK(t.exit_code() == 128 + SIGINT);
+  CHECK(t.begin_autopsy());
+  CHECK(t.phase() == T::Phase::kAutopsy);
+  CHECK(t.activity() == "collecting the ranks' stacks");
+  const auto second = t.on_signal(SIGINT);
+  CHECK_FALSE(second.report);
+  CHECK(second.action == T::Action::kStopRanks);
+  CHECK(second.grace == 0ms);
+  CHECK(t.stop_ranks());
+
+  T stall(2000ms);
+  CHECK(stall.on_stall().action == T::Action::kNothing);  // before the launch: nothing to stall
+  stall.advance(T::Phase::kRunning);
+  const auto d = stall.on_stall();
+  CHECK(d.report);
+  CHECK(d.action == T::Action::kAutopsy);
+  CHECK(stall.exit_code() == hvrun::kExitLaunchFailed);
+
+  T early(1000ms);
+  CHECK(early.on_signal(SIGTERM).action == T::Action::kShutDown);  // no rank yet: no stacks to take
+}
+
+TEST_CASE("death causes: the OOM killer's record in words; who sent a SIGKILL", "[autopsy]") {
+  CHECK(hvrun::oom_kill_words("Memory cgroup out of memory: Killed process 4883 (python3) total-vm:82228kB, "
+                              "anon-rss:65152kB, file-rss:5104kB") ==
+        "the kernel's OOM killer (its memory cgroup's limit was reached; anon-rss 65152kB)");
+  CHECK(hvrun::oom_kill_words("Out of memory: Killed process 7 (x)") == "the kernel's OOM killer");
+  CHECK(hvrun::sigkill_cause(false, std::string("Out of memory: Killed process 7 (x)"), true) ==
+        "sent by the kernel's OOM killer");
+  CHECK(hvrun::sigkill_cause(true, std::nullopt, true) ==
+        "sent by hvrun: the rank had not ended within the kill grace after SIGTERM");
+  CHECK(hvrun::sigkill_cause(false, std::nullopt, true).find("not by the OOM killer") != std::string::npos);
+  CHECK(hvrun::sigkill_cause(false, std::nullopt, false).find("not readable") != std::string::npos);
+}
+
+TEST_CASE("rank tools: the crash handler is preloaded before the user's, and off on request", "[autopsy]") {
+  std::string dir;
+  {
+    hvrun::RankTools tools;
+    dir = std::filesystem::path(tools.library()).parent_path();
+    CHECK(std::filesystem::file_size(tools.library()) > 1000);
+    CHECK(std::filesystem::is_directory(tools.stack_dir()));
+    CHECK((std::filesystem::status(dir).permissions() & std::filesystem::perms::others_all) ==
+          std::filesystem::perms::none);
+    const auto env = tools.equip({"PATH=/bin", "LD_PRELOAD=/u/libmine.so"});
+    CHECK(std::find(env.begin(), env.end(), "LD_PRELOAD=" + tools.library() + ":/u/libmine.so") != env.end());
+    CHECK(std::find(env.begin(), env.end(), "HVRUN_STACK_DIR=" + tools.stack_dir()) != env.end());
+    const auto plain = tools.equip({"PATH=/bin"});
+    CHECK(std::find(plain.begin(), plain.end(), "LD_PRELOAD=" + tools.library()) != plain.end());
+    const std::vector<std::string> off{"PATH=/bin", "HVRUN_CRASH_HANDLER=0"};
+    CHECK(tools.equip(off) == off);
+  }
+  CHECK_FALSE(std::filesystem::exists(dir));  // removed with what it held
+}
+
+TEST_CASE("stack collector: a preloaded process answers and goes on; one without is described from /proc",
+          "[autopsy]") {
+  hvrun::RankTools tools;
+  auto start = [&](bool preload) {
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      ::setpgid(0, 0);
+      if (preload) {
+        ::setenv("LD_PRELOAD", tools.library().c_str(), 1);
+        ::setenv("HVRUN_STACK_DIR", tools.stack_dir().c_str(), 1);
+      }
+      ::execlp("sleep", "sleep", "30", static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    ::setpgid(pid, pid);
+    return pid;
+  };
+  const pid_t with = start(true);
+  const pid_t without = start(false);
+  // Until the library's constructor has run, a SIGURG is ignored: wait for the exec.
+  for (int i = 0; i < 100; ++i) {
+    const auto a = hvrun::read_proc_stat(with), b = hvrun::read_proc_stat(without);
+    if (a && b && a->comm == "sleep" && b->comm == "sleep") break;
+    std::this_thread::sleep_for(10ms);
+  }
+  std::this_thread::sleep_for(100ms);
+  boost::asio::io_context io;
+  hvrun::StackCollector collector(io, tools.stack_dir());
+  std::optional<hvrun::StacksMsg> got;
+  const auto t0 = std::chrono::steady_clock::now();
+  collector.collect({{0, with}, {1, without}}, 400ms, [&](hvrun::StacksMsg m) { got = std::move(m); });
+  io.run();
+  REQUIRE(got);
+  REQUIRE(got->ranks.size() == 2);
+  CHECK(std::chrono::steady_clock::now() - t0 < 2s);
+  CHECK(got->ranks[0].rank == 0);
+  CHECK(got->ranks[0].text.rfind("hvrun-stack: pid " + std::to_string(with) + " (sleep)\nnative:\n  #0 ", 0) == 0);
+  CHECK(got->ranks[0].text.find("nanosleep") != std::string::npos);
+  CHECK(got->ranks[1].text.find("gave no stack") != std::string::npos);
+  CHECK(got->ranks[1].text.find("  state S") != std::string::npos);
+  // Both still run: the request does not end a process.
+  int status = 0;
+  CHECK(::waitpid(with, &status, WNOHANG) == 0);
+  CHECK(::waitpid(without, &status, WNOHANG) == 0);
+  for (const pid_t p : {with, without}) {
+    ::kill(p, SIGKILL);
+    ::waitpid(p, &status, 0);
+  }
+}
