@@ -14,13 +14,16 @@
 
 #include "agent/proc_scan.hpp"
 #include "agent/wire/crash_report.hpp"
-#include "agent/wire/log.hpp"
 
 namespace hvrun {
 
 namespace {
 
 constexpr std::chrono::milliseconds kPollInterval{20};
+// A process that has not answered is asked again this often: one that was between exec and the
+// library's constructor when first asked ignored that SIGURG (its default), and a second answer only
+// rewrites the same file.
+constexpr int kPollsPerRequest = 5;
 // A stack file is bounded: a process with thousands of threads must not fill the launcher's memory.
 constexpr std::size_t kMaxStackBytes = 64 * 1024;
 
@@ -66,6 +69,7 @@ struct StackCollector::Impl {
   std::vector<Process> processes;
   std::chrono::steady_clock::time_point deadline;
   std::function<void(StacksMsg)> done;
+  int polls = 0;
 
   void start(const std::vector<Rank>& r, std::chrono::milliseconds timeout, std::function<void(StacksMsg)> d) {
     if (running) return;
@@ -87,6 +91,7 @@ struct StackCollector::Impl {
         processes.push_back(std::move(proc));
       }
     deadline = std::chrono::steady_clock::now() + timeout;
+    polls = 0;
     poll();
   }
 
@@ -100,9 +105,11 @@ struct StackCollector::Impl {
         std::filesystem::remove(p.file, ec);
       } else {
         waiting = true;
+        if (polls > 0 && polls % kPollsPerRequest == 0) request_stack(p.pid);
       }
     }
     if (!waiting || std::chrono::steady_clock::now() >= deadline) return finish();
+    ++polls;
     timer.expires_after(kPollInterval);
     timer.async_wait([this](auto ec) {
       if (!ec) poll();

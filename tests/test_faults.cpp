@@ -9,7 +9,9 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <cerrno>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "tests/support/child_process.hpp"
@@ -39,11 +41,65 @@ std::chrono::milliseconds since(Clock::time_point t0) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0);
 }
 
+// hvrun's own crash, in its own lines: rank output ("[3]<stderr>:...") and the reports' quotes of it
+// (indented) may hold these words on purpose.
 bool has_crash_text(const std::string& err) {
-  for (const char* s : {"terminate called", "what()", "Segmentation fault", "Aborted", "core dumped"})
-    if (err.find(s) != std::string::npos) return true;
+  std::istringstream lines(err);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty() || line[0] == '[' || line[0] == ' ') continue;
+    for (const char* s : {"terminate called", "what()", "Segmentation fault", "Aborted", "core dumped"})
+      if (line.find(s) != std::string::npos) return true;
+  }
   return false;
 }
+
+// The processes of this job's rank `rank` (the marker and HVRUN_RANK both in their environment).
+std::vector<pid_t> rank_processes(const std::string& marker, int rank) {
+  const auto with_rank = processes_with_marker("HVRUN_RANK=" + std::to_string(rank));
+  std::vector<pid_t> out;
+  for (const pid_t p : processes_with_marker(marker))
+    if (std::find(with_rank.begin(), with_rank.end(), p) != with_rank.end()) out.push_back(p);
+  return out;
+}
+
+// A memory cgroup of its own with a small limit and no swap, removed at the end: cgroup v2 where the
+// memory controller is there, else v1's memory hierarchy. `unavailable` says why neither can be made.
+struct MemoryCgroup {
+  fs::path dir;
+  std::string unavailable;
+
+  explicit MemoryCgroup(long bytes) {
+    const std::string name = "hvtest-oom-" + std::to_string(::getpid());
+    const fs::path v2 = "/sys/fs/cgroup";
+    std::ifstream controllers(v2 / "cgroup.controllers");
+    std::string list((std::istreambuf_iterator<char>(controllers)), std::istreambuf_iterator<char>());
+    if (list.find("memory") != std::string::npos) {
+      std::ofstream(v2 / "cgroup.subtree_control") << "+memory";
+      dir = v2 / name;
+      fs::create_directory(dir);
+      std::ofstream(dir / "memory.max") << bytes;
+      std::ofstream(dir / "memory.swap.max") << 0;
+      if (fs::exists(dir / "memory.max")) return;
+    } else if (fs::exists("/sys/fs/cgroup/memory/memory.limit_in_bytes")) {
+      dir = fs::path("/sys/fs/cgroup/memory") / name;
+      fs::create_directory(dir);
+      std::ofstream(dir / "memory.limit_in_bytes") << bytes;
+      std::ofstream(dir / "memory.swappiness") << 0;
+      if (fs::exists(dir / "memory.limit_in_bytes")) return;
+    }
+    unavailable = "no memory cgroup controller to make a cgroup with a memory limit (v2 memory controller or v1 "
+                  "memory hierarchy)";
+  }
+  ~MemoryCgroup() {
+    if (dir.empty()) return;
+    for (int i = 0; i < 50 && ::rmdir(dir.c_str()) != 0 && errno == EBUSY; ++i) std::this_thread::sleep_for(100ms);
+  }
+  bool add(pid_t pid) const {
+    std::ofstream procs(dir / "cgroup.procs");
+    procs << pid << std::flush;
+    return static_cast<bool>(procs);
+  }
+};
 
 // A job on hosts 1 and 2 (two ranks each: ranks 0,1 on host 1; 2,3 on host 2) whose fault the test
 // sets off by creating the trigger file that the shell snippet `wait_trigger` waits for.
@@ -134,7 +190,8 @@ TEST_CASE("fault catalogue: every fault ends the job cleanly, says why, and leav
     job.fire();
     auto r = job.finish();
     CHECK(r.exit_code == 137);
-    CHECK_THAT(r.err, Catch::Contains("rank 1 on " + h1 + ": killed by SIGKILL"));
+    CHECK_THAT(r.err, Catch::Contains("rank 1 on " + h1 + ": killed by SIGKILL, sent from outside hvrun (not by the "
+                                      "OOM killer: the kernel log has no OOM kill of it)"));
     CHECK(job.last_teardown < kGrace + 1s + kTriggerPoll);
   }
   {
@@ -167,8 +224,13 @@ TEST_CASE("fault catalogue: every fault ends the job cleanly, says why, and leav
     job.hvrun->signal(sig);
     auto r = job.finish();
     CHECK(r.exit_code == 128 + sig);
-    CHECK_THAT(r.err, Catch::Contains(sig == SIGINT ? "received SIGINT; stopping all ranks"
-                                                    : "received SIGTERM; stopping all ranks"));
+    CHECK_THAT(r.err, Catch::Contains(sig == SIGINT ? "received SIGINT; stopping all ranks, once their stacks are "
+                                                      "in (a second SIGINT stops them at once)"
+                                                    : "received SIGTERM; stopping all ranks, once their stacks are "
+                                                      "in (a second SIGTERM stops them at once)"));
+    // Every rank has a stack; a rank still starting its sleep may be elsewhere than the others.
+    CHECK_THAT(r.err, Catch::Contains("hvrun: where the 4 running ranks are:\nhvrun: rank"));
+    CHECK_THAT(r.err, Catch::Contains("clock_nanosleep"));
     CHECK(job.last_teardown < kGrace + 1s);
   }
   {
@@ -321,4 +383,105 @@ TEST_CASE("fault catalogue: every fault ends the job cleanly, says why, and leav
     for (const char* tool : {"iptables", "ip6tables"})
       for (int rule = 0; rule < 2; ++rule) run(lab.on_host(2, {tool, "-D", "INPUT", "1"}), 10s);
   }
+}
+
+TEST_CASE("fault catalogue: a crash shows its stack, a death its cause, a hang where every rank is",
+          "[lab][faults]") {
+  HVRUN_SKIP_WITHOUT_LAB();
+  Lab lab(3);
+  TempHome home;
+  const std::string h1 = lab.host(1), h2 = lab.host(2);
+  const std::string faults = source_dir() + "/tests/faults/";
+  const std::string python = "/usr/bin/python3";
+
+  {
+    INFO("a C rank dereferencing NULL on a remote host: its function, the fault address, the native stack");
+    FaultJob job(lab, home);
+    job.start({}, "echo ready; if [ $HVRUN_RANK = 3 ]; then " + job.wait_trigger() + "exec " HVRUN_TEST_CRASH_NULL
+                  "; fi; exec sleep 60");
+    job.fire();
+    auto r = job.finish();
+    CHECK(r.exit_code == 139);
+    CHECK_THAT(r.err, Catch::Contains("hvrun: rank 3 on " + h2 + ": killed by SIGSEGV at address 0x0; its last stderr "
+                                      "lines:\n    hvrun-crash: pid "));
+    CHECK_THAT(r.err, Catch::Contains(" poison_pointer+0x"));
+    CHECK_THAT(r.err, Catch::Contains(" main+0x"));
+    CHECK_THAT(r.err, Catch::Contains("    hvrun-crash: end of stack\nhvrun: stopping the other 3 ranks"));
+  }
+  {
+    INFO("a Python rank segfaulting through ctypes on a remote host: its Python frame, then its native stack");
+    FaultJob job(lab, home);
+    job.start({}, "echo ready; if [ $HVRUN_RANK = 2 ]; then " + job.wait_trigger() + "exec " + python + " " + faults +
+                      "ctypes_crash.py; fi; exec sleep 60");
+    job.fire();
+    auto r = job.finish();
+    CHECK(r.exit_code == 139);
+    CHECK_THAT(r.err, Catch::Contains("hvrun: rank 2 on " + h2 + ": killed by SIGSEGV at address 0x0; its last stderr "
+                                      "lines:\n    Fatal Python error: Segmentation fault"));
+    CHECK_THAT(r.err, Catch::Contains("      File \"" + faults + "ctypes_crash.py\", line 7 in poison_batch"));
+    CHECK_THAT(r.err, Catch::Contains("    hvrun-crash: pid "));
+    CHECK_THAT(r.err, Catch::Contains("ffi_call+0x"));
+  }
+  {
+    INFO("a rank that exits 1 with a traceback: the exception line is the cause");
+    FaultJob job(lab, home);
+    job.start({}, "echo ready; if [ $HVRUN_RANK = 1 ]; then " + job.wait_trigger() + "exec " + python + " " + faults +
+                      "traceback_exit.py; fi; exec sleep 60");
+    job.fire();
+    auto r = job.finish();
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.err, Catch::Contains("hvrun: rank 1 on " + h1 + ": exited with code 1: ValueError: bad shard 7; its "
+                                      "last stderr lines:\n    Traceback (most recent call last):"));
+  }
+  {
+    INFO("Ctrl-C on a hung job: every rank's stack, grouped, the stuck one named, all stopped within the grace");
+    FaultJob job(lab, home);
+    job.start({}, "exec " + python + " " + faults + "hang.py 2");
+    job.mark();
+    job.hvrun->signal(SIGINT);
+    auto r = job.finish();
+    CHECK(r.exit_code == 128 + SIGINT);
+    CHECK_THAT(r.err, Catch::Contains("hvrun: where the 4 running ranks are:\nhvrun: ranks 0,1,3 on " + h1 + ", " + h2 +
+                                      ": in allreduce_wait at hang.py:15 \u2190 <module> at hang.py:21\n"));
+    CHECK_THAT(r.err, Catch::Contains("hvrun: rank 2 on " + h2 + ": in wait_for_shard at hang.py:10 \u2190 <module> at "
+                                      "hang.py:20\n"));
+    CHECK(job.last_teardown < kGrace + 1s);
+  }
+  {
+    INFO("--stall-timeout: no output and no CPU for that long, the stacks, then the job ends with exit 1");
+    FaultJob job(lab, home);
+    job.start({"--stall-timeout", "2", "--heartbeat-timeout", "2"}, "exec " + python + " " + faults + "hang.py 0");
+    job.mark();
+    auto r = job.finish();
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.err, Catch::Contains("hvrun: no rank printed anything or used CPU for 2 s (--stall-timeout); "
+                                      "collecting every rank's stack, then stopping all ranks"));
+    CHECK_THAT(r.err, Catch::Contains("hvrun: rank 0 on " + h1 + ": in wait_for_shard at hang.py:10"));
+    CHECK(job.last_teardown >= 2s);
+    CHECK(job.last_teardown < 2s + 1s + kGrace);
+  }
+}
+
+TEST_CASE("fault catalogue: a rank killed by the OOM killer in a cgroup with a small memory limit", "[lab][faults]") {
+  HVRUN_SKIP_WITHOUT_LAB();
+  MemoryCgroup cgroup(96L << 20);
+  if (!cgroup.unavailable.empty()) {
+    WARN("skipped: " << cgroup.unavailable);
+    return;
+  }
+  Lab lab(3);
+  TempHome home;
+  FaultJob job(lab, home);
+  job.start({}, "echo ready; if [ $HVRUN_RANK = 1 ]; then " + job.wait_trigger() +
+                    "exec /usr/bin/python3 -c 'import itertools; x = [bytearray(10**7) for _ in itertools.count()]'; fi; "
+                    "exec sleep 60");
+  const auto pids = rank_processes(job.marker, 1);
+  REQUIRE_FALSE(pids.empty());
+  for (const pid_t p : pids) cgroup.add(p);
+  job.fire();
+  auto r = job.finish();
+  CHECK(r.exit_code == 137);
+  CHECK_THAT(r.err, Catch::Contains("hvrun: rank 1 on " + lab.host(1) + ": killed by SIGKILL, sent by the kernel's "
+                                    "OOM killer (its memory cgroup's limit was reached; anon-rss "));
+  CHECK_THAT(r.err, Catch::Matches("[\\s\\S]*kB\\); peak RSS [0-9]+ MiB[\\s\\S]*"));
 }

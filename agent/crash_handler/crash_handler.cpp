@@ -5,7 +5,9 @@
 //   stack to stderr, with function names from the dynamic symbols or, failing those, from the ELF
 //   .symtab of the file that holds the frame, then dies of the same signal (the exit status is
 //   unchanged). A handler installed later (Python's faulthandler, under PYTHONFAULTHANDLER=1) runs
-//   first and chains to this one, so a Python rank shows its Python frames and then its native ones.
+//   first and chains to this one, so a Python rank shows its Python frames and then its native ones;
+//   this library's sigaction() puts a step in front of such a handler that notes the fault's address
+//   and instruction, which the chained re-raise no longer carries.
 // - SIGURG sent by hvrun's agent with kStackRequest as its value (rt_tgsigqueueinfo to the main
 //   thread, so no other sender and no other thread triggers it; SIGURG's default is to ignore, so a
 //   process without this handler is not harmed) writes the main thread's Python frames (through the
@@ -219,10 +221,13 @@ uintptr_t interrupted_pc(void* context) {
 
 // The native stack of the calling thread, from the interrupted instruction on (the handler's own
 // frames and the signal trampoline are left out when the interrupted pc is found among the frames).
-void write_native_stack(Out& out, void* context) {
+void write_native_stack(Out& out, void* context, uintptr_t fault_pc = 0) {
   void* frames[kMaxFrames];
   const int n = ::backtrace(frames, kMaxFrames);
-  const uintptr_t pc = interrupted_pc(context);
+  uintptr_t pc = interrupted_pc(context);
+  if (fault_pc != 0)
+    for (int i = 0; i < n; ++i)
+      if (reinterpret_cast<uintptr_t>(frames[i]) == fault_pc) pc = fault_pc;
   int first = 0;
   for (int i = 0; i < n; ++i)
     if (reinterpret_cast<uintptr_t>(frames[i]) == pc) {
@@ -246,6 +251,32 @@ void write_comm(Out& out) {
   out.put(n > 0 ? comm : "?", n > 0 ? static_cast<size_t>(n) : 1);
 }
 
+// The kernel's fault as a handler installed after ours (Python's faulthandler) received it: that
+// handler runs first (through on_fault_first) and re-raises, and the re-raised signal carries no
+// address.
+struct Fault {
+  volatile sig_atomic_t seen;
+  void* address;
+  uintptr_t pc;  // the faulting instruction: the stack starts there, below the other handler's frames
+};
+Fault g_fault[65];
+struct sigaction g_after[65];   // a program's own handler for a fault signal, run by on_fault_first
+bool g_installed[65];           // on_fatal holds the signal
+volatile sig_atomic_t g_ready;  // install() is done: sigaction() below wraps
+
+bool is_fault(int sig) { return sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL; }
+
+void on_fault_first(int sig, siginfo_t* info, void* context) {
+  if (info->si_code > 0) {
+    g_fault[sig].address = info->si_addr;
+    g_fault[sig].pc = interrupted_pc(context);
+    g_fault[sig].seen = 1;
+  }
+  const struct sigaction& a = g_after[sig];
+  if (a.sa_flags & SA_SIGINFO) a.sa_sigaction(sig, info, context);
+  else if (a.sa_handler != SIG_DFL && a.sa_handler != SIG_IGN) a.sa_handler(sig);
+}
+
 void on_fatal(int sig, siginfo_t* info, void* context) {
   Out out(STDERR_FILENO);
   out.put(hvrun::crash_report::kCrashHeader);
@@ -257,9 +288,12 @@ void on_fatal(int sig, siginfo_t* info, void* context) {
   out.put(signal_word(sig));
   // si_code > 0: the kernel's own fault, whose address is known. Otherwise kill(), raise() or abort():
   // the sender, or (re-raised by a handler that ran before this one) nothing more.
-  if (info->si_code > 0 && (sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL)) {
+  if (info->si_code > 0 && is_fault(sig)) {
     out.put(", fault address ");
     out.hex(reinterpret_cast<uintptr_t>(info->si_addr));
+  } else if (is_fault(sig) && g_fault[sig].seen) {
+    out.put(", fault address ");
+    out.hex(reinterpret_cast<uintptr_t>(g_fault[sig].address));
   } else if (info->si_code == SI_USER && info->si_pid != ::getpid()) {
     out.put(" sent by pid ");
     out.dec(info->si_pid);
@@ -268,7 +302,7 @@ void on_fatal(int sig, siginfo_t* info, void* context) {
   out.dec(static_cast<long>(::syscall(SYS_gettid)));
   out.put(":\n");
   out.flush();
-  write_native_stack(out, context);
+  write_native_stack(out, context, info->si_code <= 0 && is_fault(sig) && g_fault[sig].seen ? g_fault[sig].pc : 0);
   out.put(hvrun::crash_report::kCrashFooter);
   out.put("\n");
   out.flush();
@@ -356,13 +390,60 @@ __attribute__((constructor)) void install() {
     struct sigaction old {};
     // A program that set its own handler before us (a statically linked runtime) keeps it.
     if (::sigaction(sig, nullptr, &old) == 0 && !(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_DFL)
-      ::sigaction(sig, &sa, &g_previous[sig]);
+      g_installed[sig] = ::sigaction(sig, &sa, &g_previous[sig]) == 0;
   }
   struct sigaction req {};
   req.sa_sigaction = on_stack_request;
   req.sa_flags = SA_SIGINFO | SA_RESTART;
   sigemptyset(&req.sa_mask);
   ::sigaction(SIGURG, &req, &g_previous[SIGURG]);
+  g_ready = 1;
+}
+
+using SigactionCall = int (*)(int, const struct sigaction*, struct sigaction*);
+
+SigactionCall g_next_sigaction;  // set on first use; racing first uses store the same value
+
+SigactionCall next_sigaction() {
+  if (g_next_sigaction == nullptr) g_next_sigaction = reinterpret_cast<SigactionCall>(::dlsym(RTLD_NEXT, "sigaction"));
+  return g_next_sigaction;
 }
 
 }  // namespace
+
+// sigaction(2) as the program sees it, with one difference: a handler that the program installs for
+// a fault signal that on_fatal holds runs behind on_fault_first, which notes the fault's address
+// first. The program gets back the actions it would see without this library.
+extern "C" int sigaction(int sig, const struct sigaction* __restrict act, struct sigaction* __restrict old) noexcept {
+  const SigactionCall next = next_sigaction();
+  if (next == nullptr) {
+    errno = ENOSYS;
+    return -1;
+  }
+  const bool wraps = g_ready && sig > 0 && sig < 65 && is_fault(sig) && g_installed[sig];
+  if (!wraps) return next(sig, act, old);
+  const auto shown = [sig](struct sigaction* a) {
+    if (a != nullptr && (a->sa_flags & SA_SIGINFO) && a->sa_sigaction == on_fault_first) *a = g_after[sig];
+  };
+  const bool custom = act != nullptr && ((act->sa_flags & SA_SIGINFO) ? act->sa_sigaction != nullptr
+                                                                      : act->sa_handler != SIG_DFL && act->sa_handler != SIG_IGN);
+  if (!custom || ((act->sa_flags & SA_SIGINFO) && (act->sa_sigaction == on_fatal || act->sa_sigaction == on_fault_first))) {
+    const int rc = next(sig, act, old);
+    if (rc == 0) shown(old);
+    return rc;
+  }
+  const struct sigaction before = g_after[sig];
+  g_after[sig] = *act;  // before the wrapper is in place: a fault meanwhile finds it
+  struct sigaction wrapped = *act;
+  wrapped.sa_sigaction = on_fault_first;
+  wrapped.sa_flags = act->sa_flags | SA_SIGINFO;
+  struct sigaction previous {};
+  const int rc = next(sig, &wrapped, &previous);
+  if (rc != 0) {
+    g_after[sig] = before;
+    return rc;
+  }
+  if ((previous.sa_flags & SA_SIGINFO) && previous.sa_sigaction == on_fault_first) previous = before;
+  if (old != nullptr) *old = previous;
+  return 0;
+}
