@@ -3,6 +3,7 @@
 // a failing rank), and the same program under the real horovodrun on this machine as the anchor.
 // Without the installed Horovod (or without root, for the lab) the cases say why they skip.
 #include <catch2/catch.hpp>
+#include <signal.h>
 
 #include <filesystem>
 #include <map>
@@ -147,6 +148,42 @@ TEST_CASE("Horovod across three lab hosts: rendezvous, topology, collectives, tr
     CHECK(wait_until_gone(marker, 2s).empty());
     CHECK(agents_left(agent_pids(r.err), 2s).empty());
   }
+}
+
+TEST_CASE("Horovod hang: Ctrl-C shows where every rank is, the stuck one apart, then stops them all within the "
+          "grace",
+          "[lab][horovod]") {
+  HVRUN_SKIP_WITHOUT_LAB();
+  if (auto why = horovod_unavailable()) {
+    WARN("Horovod tests skipped: " << *why);
+    return;
+  }
+  Lab lab(3);
+  TempHome home;
+  const std::string h1 = lab.host(1), h2 = lab.host(2);
+  const std::string marker = unique_marker();
+  const std::string program = source_dir() + "/tests/faults/hvd_hang.py";
+  ChildProcess hvrun(hvrun_on(lab, home,
+                              {"--verbose", "--kill-grace", "2", "-np", "4", "-H", h1 + ":2," + h2 + ":2", "-x",
+                               "PYTHONPATH=" + horovod_dir() + "/site", "-x", "OMP_NUM_THREADS=1", "-x", marker,
+                               kPython, program, "2"}));
+  REQUIRE(hvrun.wait_for_stdout("<stdout>:ready", 4, 120s));
+  hvrun.pump_for(1500ms);  // ranks 0, 1 and 3 reach their allreduce, rank 2 its wait
+  const auto t0 = std::chrono::steady_clock::now();
+  hvrun.signal(SIGINT);
+  auto r = hvrun.wait(30s);
+  const auto teardown = std::chrono::steady_clock::now() - t0;
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 128 + SIGINT);
+  CHECK_THAT(r.err, Catch::Contains("hvrun: where the 4 running ranks are:\nhvrun: ranks 0,1,3 on " + h1 + ", " + h2 +
+                                    ": in "));
+  CHECK_THAT(r.err, Catch::Matches("[\\s\\S]*hvrun: ranks 0,1,3 on [^\\n]*allreduce[^\\n]*\u2190 train_step at "
+                                   "hvd_hang.py:18 \u2190[\\s\\S]*"));
+  CHECK_THAT(r.err, Catch::Contains("hvrun: rank 2 on " + h2 + ": in wait_for_shard at hvd_hang.py:14 \u2190 <module> "
+                                    "at hvd_hang.py:23\n"));
+  CHECK(teardown < 2s + 1s);
+  CHECK(wait_until_gone(marker, 2s).empty());
+  CHECK(agents_left(agent_pids(r.err), 2s).empty());
 }
 
 TEST_CASE("Horovod anchor: the same program under the real horovodrun on this machine", "[integration][horovod]") {
