@@ -76,6 +76,29 @@ TEST_CASE("hvrun-agent needs no shared library but glibc's and names the oldest 
   CHECK(highest <= kDocumentedOldestGlibc);
 }
 
+TEST_CASE("the crash handler preloaded into ranks needs only libc, and no newer glibc than the agent",
+          "[integration]") {
+  // Built in every configuration, never sanitized: it runs inside the ranks' programs.
+  const std::string library = HVRUN_CRASH_LIBRARY;
+  auto dynamic = run({"/usr/bin/readelf", "--dynamic", "--wide", library}, 30s);
+  INFO(dynamic.out << dynamic.err);
+  REQUIRE(dynamic.exit_code == 0);
+  CHECK(all_matches(dynamic.out, std::regex(R"(\(NEEDED\)\s+Shared library: \[([^\]]+)\])")) ==
+        std::vector<std::string>{"libc.so.6"});
+  auto versions = run({"/usr/bin/readelf", "--version-info", "--wide", library}, 30s);
+  REQUIRE(versions.exit_code == 0);
+  std::tuple<int, int> highest{0, 0};
+  for (const auto& v : all_matches(versions.out, std::regex(R"(Name: GLIBC_([0-9]+\.[0-9]+))"))) {
+    const auto dot = v.find('.');
+    highest = std::max(highest, std::tuple<int, int>{std::stoi(v.substr(0, dot)), std::stoi(v.substr(dot + 1))});
+  }
+  CHECK(highest <= kDocumentedOldestGlibc);
+  auto symbols = run({"/usr/bin/readelf", "--dyn-syms", "--wide", library}, 30s);
+  REQUIRE(symbols.exit_code == 0);
+  INFO("no C++ runtime: nothing from libstdc++ or the C++ ABI is imported");
+  CHECK_THAT(symbols.out, !Catch::Contains("CXXABI") && !Catch::Contains("_ZSt") && !Catch::Contains("GLIBCXX"));
+}
+
 TEST_CASE("a host whose sshd cannot see libstdc++ or spdlog or fmt runs ranks", "[lab]") {
   HVRUN_SKIP_WITHOUT_LAB();
 #ifndef HVRUN_AGENT_SELF_CONTAINED
