@@ -45,6 +45,8 @@ void slurm_lists(std::string_view input);
 void store_protocol(std::string_view input);
 // agent/wire/probe_message.hpp's decode_probe_challenge and decode_probe_answer on the whole input.
 void probe_message(std::string_view input);
+// A rank's own text: StderrDigest line by line, the failure report, and the autopsy's stack groups.
+void rank_text(std::string_view input);
 
 struct Target {
   std::string_view name;  // also the directory name of its corpus, regressions and crashes
@@ -54,7 +56,7 @@ struct Target {
 inline constexpr Target kTargets[] = {
     {"frame_decoder", frame_decoder}, {"control_message", control_message}, {"host_list", host_list},
     {"hostfile", hostfile},           {"nic_filter", nic_filter},           {"store_protocol", store_protocol},
-    {"slurm_lists", slurm_lists},     {"probe_message", probe_message},
+    {"slurm_lists", slurm_lists},     {"probe_message", probe_message},     {"rank_text", rank_text},
 };
 
 // libFuzzer's bytes as the string_view the parsers take.
