@@ -117,6 +117,7 @@ struct Agent::Impl {
   std::unique_ptr<RankTools> tools;
   std::unique_ptr<StackCollector> stacks;
   KernelLog kernel_log;           // opened now: OOM kills from the start on
+  std::optional<CgroupOomCount> cgroup_ooms = own_cgroup_oom_kills();  // the count at the previous look
   bool sent_sigkill = false;      // hvrun's own SIGKILL went to the groups
   std::map<pid_t, long long> cpu_seen;  // each rank process's CPU at the previous heartbeat
 
@@ -372,8 +373,14 @@ struct Agent::Impl {
       auto reaped = ranks.reap(pid, status);
       if (!reaped) continue;
       reaped->exit.peak_rss_kb = static_cast<int>(std::min<long>(usage.ru_maxrss, INT_MAX));
-      if (reaped->exit.signal == SIGKILL)
-        reaped->exit.cause = sigkill_cause(sent_sigkill, kernel_log.oom_kill_of(pid), kernel_log.readable());
+      if (reaped->exit.signal == SIGKILL) {
+        std::optional<bool> grew;
+        const auto now = own_cgroup_oom_kills();
+        if (cgroup_ooms && now) grew = now->kills > cgroup_ooms->kills;
+        cgroup_ooms = now;
+        reaped->exit.cause = sigkill_cause(sent_sigkill, kernel_log.oom_kill_of(pid), kernel_log.readable(), grew,
+                                           now ? now->cgroup : std::string());
+      }
       // What the rank wrote before it died sits in the pipes: send it before the exit, so the
       // launcher shows a failing rank's last lines. A pending wait then finds nothing and re-arms.
       for (const OutputStream s : {OutputStream::kStdout, OutputStream::kStderr})

@@ -5,6 +5,8 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 
 #include "agent/wire/crash_report.hpp"
 #include "agent/wire/error.hpp"
@@ -50,6 +52,38 @@ std::optional<std::string> KernelLog::oom_kill_of(pid_t pid) {
   const auto it = killed_.find(pid);
   if (it == killed_.end()) return std::nullopt;
   return it->second;
+}
+
+namespace {
+
+std::optional<long> oom_kill_field(const std::string& path) {
+  std::ifstream in(path);
+  for (std::string key; in >> key;) {
+    long value = 0;
+    if (!(in >> value)) return std::nullopt;
+    if (key == "oom_kill") return value;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<CgroupOomCount> own_cgroup_oom_kills() {
+  std::ifstream in("/proc/self/cgroup");
+  std::string v2, v1;
+  // "0::/path" (v2), "4:memory:/path" (v1's memory hierarchy)
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("0::", 0) == 0) v2 = line.substr(3);
+    const auto m = line.find(":memory:");
+    if (m != std::string::npos) v1 = line.substr(m + 8);
+  }
+  if (!v2.empty())
+    if (const auto n = oom_kill_field("/sys/fs/cgroup" + (v2 == "/" ? std::string() : v2) + "/memory.events"))
+      return CgroupOomCount{v2, *n};
+  if (!v1.empty())
+    if (const auto n = oom_kill_field("/sys/fs/cgroup/memory" + (v1 == "/" ? std::string() : v1) + "/memory.oom_control"))
+      return CgroupOomCount{v1, *n};
+  return std::nullopt;
 }
 
 std::string oom_kill_words(const std::string& record) {

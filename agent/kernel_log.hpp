@@ -28,6 +28,16 @@ class KernelLog {
   std::map<pid_t, std::string> killed_;  // the latest records only (bounded)
 };
 
+// How many OOM kills the memory cgroup of this process has counted (cgroup v2's memory.events
+// oom_kill, else v1's memory.oom_control oom_kill), and that cgroup's path; nullopt where neither can
+// be read. Ranks start in the agent's cgroup (a Slurm step's, a systemd slice's), so a count that grew
+// while a rank died of SIGKILL tells an OOM kill where the kernel log cannot be read.
+struct CgroupOomCount {
+  std::string cgroup;
+  long kills = 0;
+};
+std::optional<CgroupOomCount> own_cgroup_oom_kills();
+
 // The OOM record's text in the words of a report: "the kernel's OOM killer (memory cgroup out of
 // memory; anon-rss 65152 kB)". Pure, for the tests.
 std::string oom_kill_words(const std::string& record);

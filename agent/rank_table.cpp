@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "agent/kernel_log.hpp"
+#include "agent/wire/crash_report.hpp"
 #include "agent/wire/exit_status.hpp"
 
 namespace hvrun {
@@ -27,10 +28,15 @@ ExitedMsg exit_report(int rank, int wait_status) {
   return ExitedMsg{rank, status.code, status.signal, {}, {}, 0};
 }
 
-std::string sigkill_cause(bool by_hvrun, const std::optional<std::string>& oom_record, bool kernel_log_readable) {
+std::string sigkill_cause(bool by_hvrun, const std::optional<std::string>& oom_record, bool kernel_log_readable,
+                          std::optional<bool> cgroup_oom_kills_grew, const std::string& cgroup) {
   if (oom_record) return "sent by " + oom_kill_words(*oom_record);
   if (by_hvrun) return "sent by hvrun: the rank had not ended within the kill grace after SIGTERM";
   if (kernel_log_readable) return "sent from outside hvrun (not by the OOM killer: the kernel log has no OOM kill of it)";
+  if (cgroup_oom_kills_grew && *cgroup_oom_kills_grew)
+    return std::string(crash_report::kOomKillCause) + " (its memory cgroup " + cgroup + " counted an OOM kill)";
+  if (cgroup_oom_kills_grew)
+    return "sent from outside hvrun (not by the OOM killer: its memory cgroup " + cgroup + " counted no OOM kill)";
   return "sent from outside hvrun or by the OOM killer (the kernel log is not readable here to tell which)";
 }
 

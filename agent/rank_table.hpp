@@ -49,7 +49,10 @@ ExitedMsg exit_report(int rank, int wait_status);
 // Who sent the SIGKILL that ended a rank, as the exit report's `cause`: the OOM killer (its kernel log
 // record, KernelLog::oom_kill_of), hvrun itself (after the kill grace), or someone else; the last is
 // certain only when the kernel log could be read.
-std::string sigkill_cause(bool by_hvrun, const std::optional<std::string>& oom_record, bool kernel_log_readable);
+// Where the kernel log cannot be read, `cgroup_oom_kills_grew` (the agent's memory cgroup counted an
+// OOM kill since the previous look; nullopt: not known) decides instead, naming `cgroup`.
+std::string sigkill_cause(bool by_hvrun, const std::optional<std::string>& oom_record, bool kernel_log_readable,
+                          std::optional<bool> cgroup_oom_kills_grew = std::nullopt, const std::string& cgroup = {});
 // The exit report of a rank that never ran: kSpawnFailedExitCode (a shell's "command not found") and
 // why.
 inline constexpr int kSpawnFailedExitCode = 127;

@@ -33,8 +33,10 @@ void write_all(int fd, const unsigned char* data, std::size_t size, const std::s
 
 RankTools::RankTools() {
   const char* tmp = std::getenv("TMPDIR");
-  std::string templ = std::string(tmp != nullptr && tmp[0] != '\0' ? tmp : "/tmp") + "/hvrun-agent.XXXXXX";
-  if (::mkdtemp(templ.data()) == nullptr) throw_errno("mkdtemp", templ);
+  const std::string wanted = std::string(tmp != nullptr && tmp[0] != '\0' ? tmp : "/tmp") + "/hvrun-agent.XXXXXX";
+  std::string templ = wanted;
+  if (::mkdtemp(templ.data()) == nullptr)
+    throw_errno("mkdtemp", wanted + ", for hvrun's crash handler; set TMPDIR to a writable directory on this host");
   dir_ = templ;
   library_ = dir_ + "/libhvrun_crash.so";
   stack_dir_ = dir_ + "/stacks";

@@ -448,6 +448,23 @@ TEST_CASE("fault catalogue: a crash shows its stack, a death its cause, a hang w
     CHECK(job.last_teardown < kGrace + 1s);
   }
   {
+    INFO("a host whose agent does not answer the stacks request is named; the others' stacks still print");
+    FaultJob job(lab, home);
+    job.start({}, "exec " + python + " " + faults + "hang.py 2");
+    REQUIRE(job.agents.count(h2) == 1);
+    const pid_t frozen = job.agents.at(h2);
+    ::kill(frozen, SIGSTOP);
+    job.mark();
+    job.hvrun->signal(SIGINT);
+    job.hvrun->pump_for(1500ms);
+    ::kill(frozen, SIGCONT);  // it then stops its ranks, late
+    auto r = job.finish();
+    CHECK(r.exit_code == 128 + SIGINT);
+    CHECK_THAT(r.err, Catch::Contains("hvrun: where the 4 running ranks are:\nhvrun: ranks 0,1 on " + h1 +
+                                      ": in allreduce_wait at hang.py:15"));
+    CHECK_THAT(r.err, Catch::Contains("hvrun: no stacks from " + h2 + " (ranks 2,3) within 1 s"));
+  }
+  {
     INFO("--stall-timeout: no output and no CPU for that long, the stacks, then the job ends with exit 1");
     FaultJob job(lab, home);
     job.start({"--stall-timeout", "2", "--heartbeat-timeout", "2"}, "exec " + python + " " + faults + "hang.py 0");

@@ -137,6 +137,15 @@ TEST_CASE("death causes: the OOM killer's record in words; who sent a SIGKILL", 
         "sent by hvrun: the rank had not ended within the kill grace after SIGTERM");
   CHECK(hvrun::sigkill_cause(false, std::nullopt, true).find("not by the OOM killer") != std::string::npos);
   CHECK(hvrun::sigkill_cause(false, std::nullopt, false).find("not readable") != std::string::npos);
+  CHECK(hvrun::sigkill_cause(false, std::nullopt, false, true, "/job_42/step_0") ==
+        "sent by the kernel's OOM killer (its memory cgroup /job_42/step_0 counted an OOM kill)");
+  CHECK(hvrun::sigkill_cause(false, std::nullopt, false, false, "/job_42/step_0") ==
+        "sent from outside hvrun (not by the OOM killer: its memory cgroup /job_42/step_0 counted no OOM kill)");
+  // This process's own cgroup, where one is there to read (v1's memory hierarchy or v2 with memory).
+  if (const auto own = hvrun::own_cgroup_oom_kills()) {
+    CHECK_FALSE(own->cgroup.empty());
+    CHECK(own->kills >= 0);
+  }
 }
 
 TEST_CASE("rank tools: the crash handler is preloaded before the user's, and off on request", "[autopsy]") {

@@ -186,6 +186,37 @@ TEST_CASE("Horovod hang: Ctrl-C shows where every rank is, the stuck one apart, 
   CHECK(agents_left(agent_pids(r.err), 2s).empty());
 }
 
+TEST_CASE("Horovod crash: a rank segfaulting through ctypes on a remote host shows its Python frame, the fault "
+          "address and its native stack",
+          "[lab][horovod]") {
+  HVRUN_SKIP_WITHOUT_LAB();
+  if (auto why = horovod_unavailable()) {
+    WARN("Horovod tests skipped: " << *why);
+    return;
+  }
+  Lab lab(3);
+  TempHome home;
+  const std::string h1 = lab.host(1), h2 = lab.host(2);
+  const std::string marker = unique_marker();
+  const std::string program = source_dir() + "/tests/faults/hvd_crash.py";
+  auto r = run(hvrun_on(lab, home,
+                        {"--verbose", "--kill-grace", "2", "-np", "4", "-H", h1 + ":2," + h2 + ":2", "-x",
+                         "PYTHONPATH=" + horovod_dir() + "/site", "-x", "OMP_NUM_THREADS=1", "-x", marker, kPython,
+                         program, "3"}),
+               180s);
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 128 + SIGSEGV);
+  CHECK_THAT(r.err, Catch::Contains("hvrun: rank 3 on " + h2 + ": killed by SIGSEGV at address 0x0; its last stderr "
+                                    "lines:"));
+  CHECK_THAT(r.err, Catch::Contains("    Fatal Python error: Segmentation fault"));
+  CHECK_THAT(r.err, Catch::Contains("      File \"" + program + "\", line 15 in poison_batch"));
+  CHECK_THAT(r.err, Catch::Contains("    hvrun-crash: pid "));
+  CHECK_THAT(r.err, Catch::Contains("ffi_call+0x"));
+  CHECK_THAT(r.err, Catch::Contains("hvrun: stopping the other 3 ranks"));
+  CHECK(wait_until_gone(marker, 2s).empty());
+  CHECK(agents_left(agent_pids(r.err), 2s).empty());
+}
+
 TEST_CASE("Horovod anchor: the same program under the real horovodrun on this machine", "[integration][horovod]") {
   if (auto why = horovod_unavailable()) {
     WARN("Horovod tests skipped: " << *why);

@@ -21,6 +21,17 @@ std::vector<std::string> hvrun_args(std::vector<std::string> args) {
 }
 }  // namespace
 
+namespace {
+
+// How many lines of `text` contain `needle`.
+int count_lines(const std::string& text, const std::string& needle) {
+  int n = 0;
+  for (std::size_t at = 0; (at = text.find(needle, at)) != std::string::npos; at += needle.size()) ++n;
+  return n;
+}
+
+}  // namespace
+
 TEST_CASE("four local ranks each get the rank contract", "[integration]") {
   const std::string marker = unique_marker();
   auto r = run(hvrun_args({"-np", "4", "-H", "localhost:4", "-x", marker, "sh", "-c",
@@ -73,6 +84,32 @@ TEST_CASE("a rank killed by a signal is reported by the signal's name", "[integr
   CHECK(r.exit_code == 128 + SIGSEGV);
   CHECK_THAT(r.err, Catch::Contains("rank 0 on localhost: killed by SIGSEGV"));
   CHECK(wait_until_gone(marker, 2s).empty());
+}
+
+TEST_CASE("without a writable TMPDIR the ranks run without the crash handler, and the agent says so once",
+          "[integration]") {
+  const std::string marker = unique_marker();
+  auto r = run(hvrun_args({"-np", "2", "-x", marker, "sh", "-c", "echo preload=$LD_PRELOAD"}), 20s,
+               {"TMPDIR=/nonexistent-hvrun-tmp"});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(count_lines(r.err, "mkdtemp failed (/nonexistent-hvrun-tmp/hvrun-agent.XXXXXX, for hvrun's crash handler; set "
+                           "TMPDIR to a writable directory on this host): No such file or directory; the ranks run "
+                           "without hvrun's crash handler (no native stacks, no hang autopsy)") == 1);
+  CHECK_THAT(r.out, Catch::Contains("[0]<stdout>:preload=\n"));
+  CHECK(wait_until_gone(marker, 2s).empty());
+}
+
+TEST_CASE("the crash handler is preloaded, after it the user's LD_PRELOAD; HVRUN_CRASH_HANDLER=0 turns it off",
+          "[integration]") {
+  auto on = run(hvrun_args({"-np", "1", "-x", "LD_PRELOAD=", "sh", "-c", "echo preload=$LD_PRELOAD stacks=$HVRUN_STACK_DIR"}),
+                20s);
+  INFO(on.out << on.err);
+  CHECK(on.exit_code == 0);
+  CHECK_THAT(on.out, Catch::Matches("[\\s\\S]*preload=/[^ ]*/hvrun-agent\\.[^/ ]+/libhvrun_crash\\.so stacks=/[^ ]*/stacks\n"));
+  auto off = run(hvrun_args({"-np", "1", "-x", "HVRUN_CRASH_HANDLER=0", "sh", "-c", "echo preload=$LD_PRELOAD."}), 20s);
+  CHECK(off.exit_code == 0);
+  CHECK_THAT(off.out, Catch::Contains("[0]<stdout>:preload=."));
 }
 
 TEST_CASE("a command that cannot be executed exits 127 naming rank, host and command", "[integration]") {

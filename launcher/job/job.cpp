@@ -100,6 +100,7 @@ struct Job::Impl {
     std::vector<bool> awaited;
     std::vector<RankStackText> stacks;
     milliseconds grace{0};
+    int running = 0;  // ranks not yet exited when it began
   };
   std::optional<Autopsy> autopsy;
   std::optional<std::string> horovod_rendezvous_addr;  // nothing when not served
@@ -340,7 +341,7 @@ struct Job::Impl {
   // have answered or kAutopsyTimeout has passed.
   void start_autopsy(milliseconds grace) {
     if (!teardown.begin_autopsy()) return stop_ranks(grace);
-    autopsy = Autopsy{std::vector<bool>(hosts.size(), false), {}, grace};
+    autopsy = Autopsy{std::vector<bool>(hosts.size(), false), {}, grace, exits.running()};
     for (std::size_t i = 0; i < hosts.size(); ++i)
       if (!links->closed(i) && ranks_on(i) > 0) {
         autopsy->awaited[i] = true;
@@ -377,10 +378,16 @@ struct Job::Impl {
     std::sort(a.stacks.begin(), a.stacks.end(), [](const auto& x, const auto& y) { return x.rank < y.rank; });
     std::string silent;
     for (std::size_t i = 0; i < a.awaited.size(); ++i)
-      if (a.awaited[i]) silent += (silent.empty() ? "" : ", ") + hosts[i].name;
+      if (a.awaited[i]) {
+        const HostPlan& hp = plan.hosts()[hosts[i].plan_index];
+        std::vector<int> ranks(static_cast<std::size_t>(hp.local_size));
+        for (int k = 0; k < hp.local_size; ++k) ranks[static_cast<std::size_t>(k)] = hp.first_rank + k;
+        silent += (silent.empty() ? "" : ", ") + hosts[i].name + " (" + (ranks.size() == 1 ? "rank " : "ranks ") +
+                  rank_list(ranks) + ")";
+      }
     output->drain(kReportDrainTimeout);
     const std::string prefix(kHvrunLogPrefix);
-    std::string text = prefix + "where the " + std::to_string(a.stacks.size()) + " running ranks are:";
+    std::string text = prefix + "where the " + std::to_string(a.running) + " running ranks are:";
     if (!a.stacks.empty()) text += "\n" + stack_groups_report(a.stacks);
     if (!silent.empty())
       text += "\n" + prefix + "no stacks from " + silent + " within " + seconds_text(kAutopsyTimeout);
