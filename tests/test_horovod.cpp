@@ -99,6 +99,15 @@ std::vector<int> check_every_rank(const std::string& out, int hosts, int per_hos
   return init_ms;
 }
 
+// hvrun's argv for 4 Horovod ranks of tests/faults/PROGRAM on lab hosts 1 and 2 (two each), with `arg`.
+std::vector<std::string> four_rank_job(const Lab& lab, const TempHome& home, const std::string& marker,
+                                       const std::string& program, const std::string& arg) {
+  return hvrun_on(lab, home,
+                  {"--verbose", "--kill-grace", "2", "-np", "4", "-H", lab.host(1) + ":2," + lab.host(2) + ":2", "-x",
+                   "PYTHONPATH=" + horovod_dir() + "/site", "-x", "OMP_NUM_THREADS=1", "-x", marker, kPython,
+                   source_dir() + "/tests/faults/" + program, arg});
+}
+
 std::string summary(const std::vector<int>& ms) {
   std::string s;
   for (int v : ms) s += (s.empty() ? "" : " ") + std::to_string(v);
@@ -162,11 +171,7 @@ TEST_CASE("Horovod hang: Ctrl-C shows where every rank is, the stuck one apart, 
   TempHome home;
   const std::string h1 = lab.host(1), h2 = lab.host(2);
   const std::string marker = unique_marker();
-  const std::string program = source_dir() + "/tests/faults/hvd_hang.py";
-  ChildProcess hvrun(hvrun_on(lab, home,
-                              {"--verbose", "--kill-grace", "2", "-np", "4", "-H", h1 + ":2," + h2 + ":2", "-x",
-                               "PYTHONPATH=" + horovod_dir() + "/site", "-x", "OMP_NUM_THREADS=1", "-x", marker,
-                               kPython, program, "2"}));
+  ChildProcess hvrun(four_rank_job(lab, home, marker, "hvd_hang.py", "2"));
   REQUIRE(hvrun.wait_for_stdout("<stdout>:ready", 4, 120s));
   hvrun.pump_for(1500ms);  // ranks 0, 1 and 3 reach their allreduce, rank 2 its wait
   const auto t0 = std::chrono::steady_clock::now();
@@ -196,14 +201,10 @@ TEST_CASE("Horovod crash: a rank segfaulting through ctypes on a remote host sho
   }
   Lab lab(3);
   TempHome home;
-  const std::string h1 = lab.host(1), h2 = lab.host(2);
+  const std::string h2 = lab.host(2);
   const std::string marker = unique_marker();
   const std::string program = source_dir() + "/tests/faults/hvd_crash.py";
-  auto r = run(hvrun_on(lab, home,
-                        {"--verbose", "--kill-grace", "2", "-np", "4", "-H", h1 + ":2," + h2 + ":2", "-x",
-                         "PYTHONPATH=" + horovod_dir() + "/site", "-x", "OMP_NUM_THREADS=1", "-x", marker, kPython,
-                         program, "3"}),
-               180s);
+  auto r = run(four_rank_job(lab, home, marker, "hvd_crash.py", "3"), 180s);
   INFO(r.out << r.err);
   CHECK(r.exit_code == 128 + SIGSEGV);
   CHECK_THAT(r.err, Catch::Contains("hvrun: rank 3 on " + h2 + ": killed by SIGSEGV at address 0x0; its last stderr "
