@@ -87,7 +87,7 @@ struct Agent::Impl {
         child_signals(io, SIGCHLD),
         stop_signals(io, SIGTERM, SIGINT, SIGHUP),
         kill_timer(io),
-        heartbeats(io, [this] { send(HeartbeatMsg{ranks_cpu_since_last()}); }),
+        heartbeats(io, [this] { send(HeartbeatMsg{report_cpu ? ranks_cpu_since_last() : 0}); }),
         // Nothing from the launcher for a whole heartbeat period: it is dead or cut off (a pulled
         // cable leaves the SSH connection open but silent), and its ranks must not outlive it.
         watchdog(io, [this] {
@@ -119,6 +119,7 @@ struct Agent::Impl {
   KernelLog kernel_log;           // opened now: OOM kills from the start on
   std::optional<CgroupOomCount> cgroup_ooms = own_cgroup_oom_kills();  // the count at the previous look
   bool sent_sigkill = false;      // hvrun's own SIGKILL went to the groups
+  bool report_cpu = false;              // JobMsg::report_cpu
   std::map<pid_t, long long> cpu_seen;  // each rank process's CPU at the previous heartbeat
 
   void send(const ControlMessage& msg) { channel.send(FrameType::kControl, encode_control(msg)); }
@@ -165,6 +166,7 @@ struct Agent::Impl {
     secret = JobSecret::from_hex(m.secret);
     watchdog.set_period(std::chrono::milliseconds(m.heartbeat_ms));
     host_index = m.host_index;
+    report_cpu = m.report_cpu;
     probe_listener.identify(*secret, m.host_index, local_hostname());
     watchdog.rearm();
     heartbeats.start(std::chrono::milliseconds(m.heartbeat_ms));

@@ -6,30 +6,19 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <string_view>
 #include <system_error>
 
 #include "agent/wire/crash_report.hpp"
 #include "agent/wire/error.hpp"
 #include "agent/wire/unique_fd.hpp"
+#include "agent/wire/write_fully.hpp"
 
 namespace hvrun {
 
 // The bytes of libhvrun_crash.so, built into the agent (agent/CMakeLists.txt, cmake/embed_file.cmake).
 extern const unsigned char kCrashHandlerLibrary[];
 extern const std::size_t kCrashHandlerLibrary_size;
-
-namespace {
-
-void write_all(int fd, const unsigned char* data, std::size_t size, const std::string& path) {
-  std::size_t off = 0;
-  while (off < size) {
-    const ssize_t n = retry_eintr([&] { return ::write(fd, data + off, size - off); });
-    if (n <= 0) throw_errno("write", path);
-    off += static_cast<std::size_t>(n);
-  }
-}
-
-}  // namespace
 
 RankTools::RankTools() {
   const char* tmp = std::getenv("TMPDIR");
@@ -44,7 +33,9 @@ RankTools::RankTools() {
     if (::mkdir(stack_dir_.c_str(), 0700) != 0) throw_errno("mkdir", stack_dir_);
     UniqueFd fd(::open(library_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0500));
     if (!fd) throw_errno("open", library_);
-    write_all(fd.get(), kCrashHandlerLibrary, kCrashHandlerLibrary_size, library_);
+    if (!write_fully(fd.get(), std::string_view(reinterpret_cast<const char*>(kCrashHandlerLibrary),
+                                                kCrashHandlerLibrary_size)))
+      throw_errno("write", library_);
     if (::close(fd.release()) != 0) throw_errno("close", library_);
   } catch (...) {
     std::error_code ignored;

@@ -10,7 +10,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "agent/proc_scan.hpp"
 #include "agent/wire/crash_report.hpp"

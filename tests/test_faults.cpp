@@ -245,6 +245,18 @@ TEST_CASE("fault catalogue: every fault ends the job cleanly, says why, and leav
     CHECK(job.last_teardown < kGrace + 1s);
   }
   {
+    INFO("a second Ctrl-C stops at once: ranks that ignore SIGTERM get no grace");
+    FaultJob job(lab, home);
+    job.start({}, "trap '' TERM; echo ready; while :; do sleep 0.1; done");
+    job.mark();
+    job.hvrun->signal(SIGINT);
+    job.hvrun->pump_for(100ms);
+    job.hvrun->signal(SIGINT);
+    auto r = job.finish();
+    CHECK(r.exit_code == 128 + SIGINT);
+    CHECK(job.last_teardown < kGrace);
+  }
+  {
     INFO("hvrun killed by SIGKILL: its agents see the SSH channel close and kill every rank");
     FaultJob job(lab, home);
     job.start({}, sleep_on);

@@ -111,7 +111,7 @@ TEST_CASE("control messages: a probe outcome travels as its word, and only a kno
 TEST_CASE("control messages: the job and launch messages carry no host names, and every field is required", "[wire]") {
   const std::string job = encode_control(JobMsg{std::string(64, '0'), 20000, 3, true});
   CHECK(nlohmann::json::parse(job) == nlohmann::json::parse(R"({"type":"job","secret":")" + std::string(64, '0') +
-                                                            R"(","heartbeat_ms":20000,"host_index":3,"serve_store":true})"));
+                                                            R"(","heartbeat_ms":20000,"host_index":3,"serve_store":true,"report_cpu":false})"));
   const std::string launch = encode_control(LaunchMsg{"/tmp", {"true"}, {}, {}});
   CHECK_FALSE(nlohmann::json::parse(launch).contains("host"));
   // What an earlier launcher sent still decodes (unknown fields are ignored); a missing field does not.
@@ -119,6 +119,8 @@ TEST_CASE("control messages: the job and launch messages carry no host names, an
       R"({"type":"job","secret":"00","heartbeat_ms":1000,"host_index":1,"hostnames":["a","b"],"serve_store":false})",
       "launcher"));
   CHECK(old_job.host_index == 1);
+  CHECK_FALSE(old_job.report_cpu);
+  CHECK(std::get<HeartbeatMsg>(decode_control(R"({"type":"heartbeat"})", "launcher")).cpu_ms == 0);
   REQUIRE_THROWS_WITH(decode_control(R"({"type":"job","secret":"00","heartbeat_ms":1000,"host_index":1})", "launcher"),
                       Catch::Contains("launcher: malformed control message"));
 }

@@ -242,13 +242,19 @@ void write_native_stack(Out& out, void* context, uintptr_t fault_pc = 0) {
   for (int i = first; i < n; ++i) write_frame(out, i - first, frames[i]);
 }
 
-void write_comm(Out& out) {
+// The header's start: `header` pid N (COMM), as both texts of crash_report.hpp begin.
+void write_who(Out& out, const char* header) {
+  out.put(header);
+  out.put(" pid ");
+  out.dec(::getpid());
+  out.put(" (");
   char comm[32];
   const int fd = ::open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
   ssize_t n = fd >= 0 ? ::read(fd, comm, sizeof comm) : -1;
   if (fd >= 0) ::close(fd);
   while (n > 0 && (comm[n - 1] == '\n' || comm[n - 1] == '\0')) --n;
   out.put(n > 0 ? comm : "?", n > 0 ? static_cast<size_t>(n) : 1);
+  out.put(")");
 }
 
 // The kernel's fault as a handler installed after ours (Python's faulthandler) received it: that
@@ -279,12 +285,8 @@ void on_fault_first(int sig, siginfo_t* info, void* context) {
 
 void on_fatal(int sig, siginfo_t* info, void* context) {
   Out out(STDERR_FILENO);
-  out.put(hvrun::crash_report::kCrashHeader);
-  out.put(" pid ");
-  out.dec(::getpid());
-  out.put(" (");
-  write_comm(out);
-  out.put(") ");
+  write_who(out, hvrun::crash_report::kCrashHeader);
+  out.put(" ");
   out.put(signal_word(sig));
   // si_code > 0: the kernel's own fault, whose address is known. Otherwise kill(), raise() or abort():
   // the sender, or (re-raised by a handler that ran before this one) nothing more.
@@ -343,12 +345,8 @@ void on_stack_request(int sig, siginfo_t* info, void* context) {
     return;
   }
   Out out(fd);
-  out.put(hvrun::crash_report::kStackHeader);
-  out.put(" pid ");
-  out.dec(::getpid());
-  out.put(" (");
-  write_comm(out);
-  out.put(")\n");
+  write_who(out, hvrun::crash_report::kStackHeader);
+  out.put("\n");
   out.flush();
   const auto is_init = reinterpret_cast<IsInitialized>(::dlsym(RTLD_DEFAULT, "Py_IsInitialized"));
   const auto dump = reinterpret_cast<DumpThreads>(::dlsym(RTLD_DEFAULT, "_Py_DumpTracebackThreads"));

@@ -59,7 +59,22 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(FatalMsg, error)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TerminateMsg, grace_ms)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(OutputAckMsg, bytes)
 
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(JobMsg, secret, heartbeat_ms, host_index, serve_store)
+// report_cpu and a heartbeat's cpu_ms may be missing (then false and 0): the agent does not check the
+// launcher's version, and an earlier launcher's job and heartbeats must still be read.
+void to_json(nlohmann::json& j, const JobMsg& m) {
+  j = nlohmann::json{{"secret", m.secret},
+                     {"heartbeat_ms", m.heartbeat_ms},
+                     {"host_index", m.host_index},
+                     {"serve_store", m.serve_store},
+                     {"report_cpu", m.report_cpu}};
+}
+void from_json(const nlohmann::json& j, JobMsg& m) {
+  j.at("secret").get_to(m.secret);
+  j.at("heartbeat_ms").get_to(m.heartbeat_ms);
+  j.at("host_index").get_to(m.host_index);
+  j.at("serve_store").get_to(m.serve_store);
+  m.report_cpu = j.contains("report_cpu") && j.at("report_cpu").get<bool>();
+}
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ReadyMsg, store_port)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(HorovodRendezvousMsg, address, allowed_peers)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(HorovodRendezvousReadyMsg, port)
@@ -69,7 +84,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ProbeResultMsg, host, iface, address, outcome
 
 void to_json(nlohmann::json&, const ShutdownMsg&) {}
 void from_json(const nlohmann::json&, ShutdownMsg&) {}
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(HeartbeatMsg, cpu_ms)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(HeartbeatMsg, cpu_ms)
 
 namespace {
 

@@ -25,6 +25,7 @@ struct JobMsg {
   int heartbeat_ms = 0;
   int host_index = 0;        // this host's identity in probes
   bool serve_store = false;  // this host (rank 0's) serves the job's rendezvous store
+  bool report_cpu = false;   // --stall-timeout: heartbeats carry the ranks' CPU (HeartbeatMsg::cpu_ms)
 };
 
 // agent → launcher, answer to JobMsg: the agent now answers probes as its host; store_port is where it
@@ -75,8 +76,9 @@ struct ProbeResultMsg {
 };
 
 // both ways, every heartbeat_ms / 4 (whatever else is sent); every frame received rearms the watchdog.
-// Either way, every heartbeat interval. From an agent, `cpu_ms`: the CPU time its ranks' process groups
-// used since its previous heartbeat (what --stall-timeout counts as activity); 0 from the launcher.
+// Either way, every heartbeat interval. From an agent told JobMsg::report_cpu, `cpu_ms`: the CPU time its
+// ranks' process groups used since its previous heartbeat (what --stall-timeout counts as activity);
+// else 0, which spares the agent a pass over /proc per heartbeat.
 struct HeartbeatMsg {
   int cpu_ms = 0;
 };

@@ -8,7 +8,7 @@
 #include "agent/wire/log.hpp"
 #include "launcher/base/exit_codes.hpp"
 #include "launcher/base/text_layout.hpp"
-#include "launcher/base/write_fully.hpp"
+#include "agent/wire/write_fully.hpp"
 #include "launcher/check/check_html.hpp"
 #include "launcher/nic/probe_retry.hpp"
 

@@ -211,7 +211,7 @@ struct Job::Impl {
     const bool serves_store = exits.size() > 0 && exits.host_of(0) == i;
     links->attach(i, std::move(fd),
                   JobMsg{secret.hex(), static_cast<int>(options.heartbeat_timeout.count()), static_cast<int>(i),
-                         serves_store});
+                         serves_store, stall.enabled()});
   }
 
   // Probing starts when every host has either said hello or (under --check-only, which reports them)

@@ -11,7 +11,7 @@
 #include <ctime>
 
 #include "agent/wire/error.hpp"
-#include "launcher/base/write_fully.hpp"
+#include "agent/wire/write_fully.hpp"
 
 namespace hvrun {
 

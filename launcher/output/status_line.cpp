@@ -2,7 +2,7 @@
 
 #include <unistd.h>
 
-#include "launcher/base/write_fully.hpp"
+#include "agent/wire/write_fully.hpp"
 
 namespace hvrun {
 

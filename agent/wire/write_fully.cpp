@@ -1,4 +1,4 @@
-#include "launcher/base/write_fully.hpp"
+#include "agent/wire/write_fully.hpp"
 
 #include <poll.h>
 #include <unistd.h>
