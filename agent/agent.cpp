@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/resource.h>
@@ -15,11 +16,14 @@
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
+#include <cerrno>
 #include <climits>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <sstream>
 #include <optional>
+#include <set>
 #include <spdlog/spdlog.h>
 #include <vector>
 
@@ -127,6 +131,12 @@ struct Agent::Impl {
   int run() {
     // A launcher that dies leaves us writing to a closed pipe: that must be an error, not a signal.
     ::signal(SIGPIPE, SIG_IGN);
+    // What a rank starts and leaves behind (a setsid'd or double-forked helper) becomes our child
+    // when its parent dies, not init's: signal_all finds it, however the job ends.
+    if (::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0)
+      spdlog::warn("on {}: prctl(PR_SET_CHILD_SUBREAPER): {}; what a rank detaches from its session may outlive "
+                   "the job there",
+                   local_hostname(), std::strerror(errno));
     channel.start({
         .on_frame = [this](Frame&& f) { on_frame(std::move(f)); },
         .on_closed = [this](const std::string& error) { on_launcher_gone(error); },
@@ -305,6 +315,10 @@ struct Agent::Impl {
     io.stop();
   }
 
+  // Every rank's process group, then every other process the ranks started: one that left its group
+  // (setsid, a double fork) is still our descendant, since we are its subreaper. With SIGKILL, passes
+  // go on while they find a process not signalled yet (one forked while the previous pass ran); a
+  // killed process forks no more, so this ends.
   void signal_all(int sig) {
     if (sig == SIGKILL) sent_sigkill = true;
     for (const auto& r : ranks.entries()) {
@@ -312,6 +326,17 @@ struct Agent::Impl {
         signal_group(r.pid, sig);
       } catch (const Error& e) {
         spdlog::warn("rank {}: {}", r.rank, e.what());
+      }
+    }
+    if (ranks.entries().empty()) return;
+    std::set<pid_t> signalled;
+    for (bool found = true; found;) {
+      found = false;
+      for (const pid_t pid : living_descendants_of(::getpid())) {
+        if (!signalled.insert(pid).second) continue;
+        found = sig == SIGKILL;
+        if (::kill(pid, sig) != 0 && errno != ESRCH)
+          spdlog::warn("kill({}, {}) on {}: {}", pid, signal_name(sig), local_hostname(), std::strerror(errno));
       }
     }
   }

@@ -58,6 +58,7 @@ std::optional<ProcStat> read_proc_stat(pid_t pid) {
   // f[0] is field 3 (state); pgrp is field 5, utime 14, stime 15.
   if (f.size() < 13) return std::nullopt;
   s.state = f[0].empty() ? '?' : f[0][0];
+  s.ppid = static_cast<pid_t>(std::atol(f[1].c_str()));
   s.pgrp = static_cast<pid_t>(std::atol(f[2].c_str()));
   const long long ticks = std::atoll(f[11].c_str()) + std::atoll(f[12].c_str());
   s.cpu_ms = ticks * 1000 / ticks_per_second();
@@ -82,6 +83,24 @@ std::vector<std::vector<ProcStat>> processes_in_groups(const std::vector<pid_t>&
 }
 
 std::vector<ProcStat> processes_in_group(pid_t pgrp) { return processes_in_groups({pgrp}).front(); }
+
+std::vector<pid_t> living_descendants_of(pid_t ancestor) {
+  std::multimap<pid_t, ProcStat> children_of;
+  for (const pid_t pid : all_pids())
+    if (const auto s = read_proc_stat(pid)) children_of.emplace(s->ppid, *s);
+  std::vector<pid_t> out;
+  std::vector<pid_t> parents{ancestor};
+  while (!parents.empty()) {
+    const pid_t parent = parents.back();
+    parents.pop_back();
+    const auto [first, last] = children_of.equal_range(parent);
+    for (auto it = first; it != last; ++it) {
+      parents.push_back(it->second.pid);
+      if (it->second.state != 'Z') out.push_back(it->second.pid);
+    }
+  }
+  return out;
+}
 
 std::string kernel_wait_text(pid_t pid) {
   const std::string base = "/proc/" + std::to_string(pid);

@@ -11,6 +11,7 @@ namespace hvrun {
 
 struct ProcStat {
   pid_t pid = 0;
+  pid_t ppid = 0;
   pid_t pgrp = 0;
   char state = '?';       // R, S, D, Z, T, ...
   std::string comm;
@@ -23,6 +24,13 @@ std::optional<ProcStat> read_proc_stat(pid_t pid);
 std::vector<ProcStat> processes_in_group(pid_t pgrp);
 // Several groups in one pass over /proc: result[i] for groups[i].
 std::vector<std::vector<ProcStat>> processes_in_groups(const std::vector<pid_t>& groups);
+
+// Every living process that descends from `ancestor` (children, theirs, and so on), in one pass over
+// /proc; zombies left out (they are dead already, waiting to be reaped). A process whose parent dies is
+// reparented to the nearest subreaper, so under an agent that is one (PR_SET_CHILD_SUBREAPER) this is
+// everything its ranks started, including what left their process group and session (setsid, a
+// double fork).
+std::vector<pid_t> living_descendants_of(pid_t ancestor);
 
 // What the kernel says `pid` waits in, for a process that cannot say it itself: its state, wchan, and
 // its kernel stack where readable (/proc/PID/stack needs root), as lines.

@@ -6,12 +6,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include "agent/proc_scan.hpp"
 #include "agent/wire/byte_tail.hpp"
 #include "agent/wire/child_process.hpp"
 #include "agent/wire/exit_status.hpp"
@@ -139,6 +142,34 @@ TEST_CASE("a signal to a child that leads its group reaches its descendants too"
     CHECK(ends_within(grandchild, 10s));
     child.signal(SIGKILL);  // reaped: nothing is sent to a pid that may have been reused
   }
+}
+
+TEST_CASE("living descendants: grandchildren and theirs, not zombies", "[child_process]") {
+  // The child (exec'd into sleep) has a subshell, which has a sleep of its own.
+  ChildSpec spec = shell("(sleep 1000; true) & echo $!; exec sleep 1000");
+  spec.own_group = true;
+  spec.stdio[1] = ChildStream::pipe("stdout of a test");
+  Child child = Child::start(spec);
+  UniqueFd out = child.take_stream(1);
+  std::string line;
+  char c = 0;
+  while (::read(out.get(), &c, 1) == 1 && c != '\n') line += c;
+  const pid_t subshell = static_cast<pid_t>(std::stol(line));
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  std::vector<pid_t> found;
+  while ((found = living_descendants_of(child.pid())).size() < 2 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(5ms);
+  REQUIRE(found.size() == 2);
+  CHECK(std::find(found.begin(), found.end(), subshell) != found.end());
+  const pid_t deepest = found[0] == subshell ? found[1] : found[0];
+  CHECK(read_proc_stat(deepest)->ppid == subshell);
+  // The deepest sleep ends; the subshell then exits and stays a zombie (sleep never reaps it): neither counts.
+  REQUIRE(::kill(deepest, SIGKILL) == 0);
+  while (!living_descendants_of(child.pid()).empty() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(5ms);
+  CHECK(living_descendants_of(child.pid()).empty());
+  CHECK(read_proc_stat(subshell)->state == 'Z');
+  child.signal(SIGKILL);
 }
 
 TEST_CASE("a child with a death signal ends when the thread that started it ends", "[child_process]") {

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <cerrno>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -157,6 +158,35 @@ struct FaultJob {
     return r;
   }
   std::chrono::milliseconds last_teardown{0};
+
+  // hvrun killed by SIGKILL: its agents see their channel close and end everything there.
+  void kill_hvrun() {
+    mark();
+    hvrun->signal(SIGKILL);
+    auto r = hvrun->wait(10s);
+    CHECK(r.exit_code == 128 + SIGKILL);
+    CHECK(wait_until_gone(marker, kGrace + 1s).empty());
+    CHECK(agents_left(agents, 1s).empty());
+  }
+
+  // Host `i` cut off mid-run (all its packets dropped): hvrun ends with exit 1 (last_teardown: how long
+  // that took), and the host's own agent, hearing nothing, ends everything there within `within`. The
+  // host is joined again before this returns.
+  ChildResult cut_off(int i, std::chrono::milliseconds within) {
+    mark();
+    REQUIRE(lab.control({"cut", std::to_string(i)}) == 0);
+    ChildResult r = hvrun->wait(30s);
+    last_teardown = since(t0);
+    INFO(r.err);
+    CHECK(r.exit_code == 1);
+    const auto deadline = Clock::now() + within;
+    while (!lab.processes_on_host(i, marker).empty() && Clock::now() < deadline) std::this_thread::sleep_for(100ms);
+    CHECK(lab.processes_on_host(i, marker).empty());
+    CHECK(agents_left(agents, 2s).empty());
+    lab.control({"uncut", std::to_string(i)});
+    CHECK(wait_until_gone(marker, 1s).empty());
+    return r;
+  }
 };
 
 
@@ -261,12 +291,7 @@ TEST_CASE("fault catalogue: every fault ends the job cleanly, says why, and leav
     FaultJob job(lab, home);
     job.start({}, sleep_on);
     REQUIRE(wait_for_marker_count(job.marker, 4, 5s) >= 4);
-    job.mark();
-    job.hvrun->signal(SIGKILL);
-    auto r = job.hvrun->wait(10s);
-    CHECK(r.exit_code == 128 + SIGKILL);
-    CHECK(wait_until_gone(job.marker, kGrace + 1s).empty());
-    CHECK(agents_left(job.agents, 1s).empty());
+    job.kill_hvrun();
     CHECK(since(job.t0) < kGrace + 2s);
   }
   {
@@ -286,20 +311,10 @@ TEST_CASE("fault catalogue: every fault ends the job cleanly, says why, and leav
          "kills its ranks when it hears nothing either");
     FaultJob job(lab, home);
     job.start({"--heartbeat-timeout", "2"}, sleep_on);
-    job.mark();
-    REQUIRE(lab.control({"cut", "2"}) == 0);
-    ChildResult r = job.hvrun->wait(30s);
-    INFO(r.err);
-    CHECK(r.exit_code == 1);
-    CHECK_THAT(r.err, Catch::Contains(h2) && Catch::Contains("no answer for 2 s"));
-    CHECK(since(job.t0) < 2s + kGrace + 1s);
     // Host 2's agent has its own heartbeat watchdog (2 s) and kills its ranks.
-    const auto deadline = Clock::now() + 4s;
-    while (!lab.processes_on_host(2, job.marker).empty() && Clock::now() < deadline) std::this_thread::sleep_for(100ms);
-    CHECK(lab.processes_on_host(2, job.marker).empty());
-    CHECK(agents_left(job.agents, 2s).empty());
-    lab.control({"uncut", "2"});
-    CHECK(wait_until_gone(job.marker, 1s).empty());
+    ChildResult r = job.cut_off(2, 4s);
+    CHECK_THAT(r.err, Catch::Contains(h2) && Catch::Contains("no answer for 2 s"));
+    CHECK(job.last_teardown < 2s + kGrace + 1s);
   }
   {
     INFO("sshd on a host stops before start-up: the host and the refusal are named, the other agent is stopped");
@@ -513,4 +528,87 @@ TEST_CASE("fault catalogue: a rank killed by the OOM killer in a cgroup with a s
   CHECK_THAT(r.err, Catch::Contains("hvrun: rank 1 on " + lab.host(1) + ": killed by SIGKILL, sent by the kernel's "
                                     "OOM killer (its memory cgroup's limit was reached; anon-rss "));
   CHECK_THAT(r.err, Catch::Matches("[\\s\\S]*kB\\); peak RSS [0-9]+ MiB[\\s\\S]*"));
+}
+
+namespace {
+
+// The session id of `pid` (/proc/PID/stat field 6); 0 when it is gone.
+pid_t session_of(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto close = text.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream rest(text.substr(close + 1));
+  std::string state, ppid, pgrp, session;
+  rest >> state >> ppid >> pgrp >> session;
+  return static_cast<pid_t>(std::atol(session.c_str()));
+}
+
+}  // namespace
+
+TEST_CASE("fault catalogue: what a rank detached (setsid, a double fork) ends with the job, however it ends",
+          "[lab][faults]") {
+  HVRUN_SKIP_WITHOUT_LAB();
+  Lab lab(3);
+  TempHome home;
+  // Each rank leaves two helpers in sessions of their own: one setsid'd (still the rank's child), one
+  // double-forked (its parent gone at once, so it is orphaned), both with stdio away from the rank's.
+  const std::string helpers = "setsid sleep 300 </dev/null >/dev/null 2>&1 & "
+                              "sh -c 'setsid sleep 301 </dev/null >/dev/null 2>&1 &'; ";
+  const auto helpers_running = [&](FaultJob& job) {
+    // The ranks' two sessions (an agent's per host) and the helpers' 8, once every setsid has run.
+    const auto deadline = Clock::now() + 10s;
+    std::set<pid_t> sessions;
+    while (sessions.size() < 2 + 8 && Clock::now() < deadline) {
+      std::this_thread::sleep_for(50ms);
+      sessions.clear();
+      for (const pid_t p : processes_with_marker(job.marker)) sessions.insert(session_of(p));
+    }
+    REQUIRE(sessions.size() == 2 + 8);
+  };
+  {
+    INFO("success: every rank exits 0, their helpers still run");
+    FaultJob job(lab, home);
+    job.start({}, helpers + "echo ready; " + job.wait_trigger() + "exit 0");
+    helpers_running(job);
+    job.fire();
+    auto r = job.finish();  // nothing with the marker left on any host
+    CHECK(r.exit_code == 0);
+  }
+  {
+    INFO("a failed rank");
+    FaultJob job(lab, home);
+    job.start({}, helpers + "echo ready; if [ $HVRUN_RANK = 3 ]; then " + job.wait_trigger() +
+                      "exit 3; fi; exec sleep 60");
+    helpers_running(job);
+    job.fire();
+    auto r = job.finish();
+    CHECK(r.exit_code == 3);
+    CHECK(job.last_teardown < kGrace + 1s + kTriggerPoll);
+  }
+  for (int sig : {SIGINT, SIGTERM}) {
+    INFO("hvrun gets signal " << sig);
+    FaultJob job(lab, home);
+    job.start({}, helpers + "echo ready; exec sleep 60");
+    helpers_running(job);
+    job.mark();
+    job.hvrun->signal(sig);
+    auto r = job.finish();
+    CHECK(r.exit_code == 128 + sig);
+    CHECK(job.last_teardown < kGrace + 1s);
+  }
+  {
+    INFO("hvrun killed by SIGKILL");
+    FaultJob job(lab, home);
+    job.start({}, helpers + "echo ready; exec sleep 60");
+    helpers_running(job);
+    job.kill_hvrun();
+  }
+  {
+    INFO("a host cut off: its agent hears nothing for the heartbeat timeout and ends everything there");
+    FaultJob job(lab, home);
+    job.start({"--heartbeat-timeout", "2"}, helpers + "echo ready; exec sleep 60");
+    helpers_running(job);
+    job.cut_off(2, 4s);
+  }
 }
