@@ -30,6 +30,9 @@
 #   hide-libs I FILE...  restart host I's sshd in a mount namespace of its own where each FILE (links
 #                   resolved) reads as empty (/dev/null bound over it): a host without those shared
 #                   libraries. Until ssh-stop I / ssh-start I or down; the host's own mounts are untouched.
+#   slow-shell I S  every ssh session on host I sleeps S seconds in bash before its command (BASH_ENV,
+#                   set by host I's sshd, which is restarted): a host whose login shell alone is slow.
+#                   S = 0 undoes it. Until down.
 #   rekey I         new host key for host I and restart its sshd (LAB_KNOWN_HOSTS keeps the old key,
 #                   so a strict client using it sees "host key changed").
 #   known-hosts     print known_hosts lines for the hosts' current keys (LAB_KNOWN_HOSTS is the
@@ -59,7 +62,7 @@
 #                   runs (4 x LAB_JOBS) and the parallel ssh checks of up's verification (4 x LAB_JOBS).
 #   LAB_SSHD        1 (default): an sshd per host. 0: none (no keys, no sshd; up to 1000 hosts): hosts
 #                   are reached by entering their namespaces (`exec`, or `nsenter --net=/run/netns/NS`
-#                   as an `hvrun --rsh-agent`); ssh-stop/ssh-start/rekey/hide-libs refuse such a lab.
+#                   as an `hvrun --rsh-agent`); ssh-stop/ssh-start/rekey/hide-libs/slow-shell refuse such a lab.
 #   LAB_CONTAINER_VETHS  N (default 0, at most 500): each host also gets N container veths
 #                   vethc0..vethcN-1 enslaved to docker0 (with only an IPv6 link-local address, as
 #                   Docker leaves them; peers up in the switch ns), like a Docker or Kubernetes host.
@@ -440,10 +443,16 @@ write_sshd_config() { # I
     echo "PermitUserEnvironment no"
     echo "LogLevel VERBOSE"
     echo "Subsystem sftp internal-sftp"
+    local setenv=()
     if ((LAB_SKIP_BASHRC)); then
       echo "# LAB_SKIP_BASHRC=1: bash skips ~/.bashrc for ssh commands when SHLVL is already set"
-      echo "SetEnv SHLVL=1"
+      setenv+=(SHLVL=1)
     fi
+    if [[ -f $d/slow_shell.sh ]]; then
+      echo "# slow-shell: bash sources BASH_ENV before the command of every session"
+      setenv+=("BASH_ENV=$d/slow_shell.sh")
+    fi
+    ((${#setenv[@]} == 0)) || echo "SetEnv ${setenv[*]}"
   } >"$d/sshd_config"
 }
 
@@ -929,6 +938,25 @@ cmd_hide_libs() {
   log "hide-libs: sshd of host $i restarted; its sessions see ${files[*]} empty"
 }
 
+cmd_slow_shell() {
+  (($# == 2)) || die "usage: lab.sh slow-shell I SECONDS"
+  load_state
+  need_sshd
+  check_index "$1"
+  [[ $2 =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "slow-shell: SECONDS must be a number, not '$2'"
+  local i=$1 d=${HDIR[$1]}
+  if [[ $2 =~ ^0+(\.0+)?$ ]]; then
+    rm -f "$d/slow_shell.sh"
+  else
+    printf 'sleep %s\n' "$2" >"$d/slow_shell.sh"
+  fi
+  write_sshd_config "$i"
+  stop_sshd "$i"
+  start_sshd "$i"
+  wait_listening "$i"
+  log "slow-shell: every ssh session on host $i now waits $2 s in bash first"
+}
+
 cmd_rekey() {
   one_host rekey "$@"
   need_sshd
@@ -977,6 +1005,7 @@ main() {
     ssh-stop) cmd_ssh_stop "$@" ;;
     ssh-start) cmd_ssh_start "$@" ;;
     rekey) cmd_rekey "$@" ;;
+    slow-shell) cmd_slow_shell "$@" ;;
     hide-libs) cmd_hide_libs "$@" ;;
     status) cmd_status "$@" ;;
     known-hosts) cmd_known_hosts "$@" ;;

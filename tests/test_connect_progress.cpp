@@ -52,6 +52,49 @@ TEST_CASE("connect progress: counts, pending hosts, failures and missing agents"
   CHECK(hvrun::agent_loss_reason(hosts[0], "no answer for 4 s") == "no answer for 4 s");
 }
 
+TEST_CASE("start check: a host in its login shell waits up to 10 x --start-timeout; others are stuck at once",
+          "[connect_progress]") {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<JobHost> hosts;
+  hosts.push_back(host("a", true));
+  hosts.push_back(host("slow", false));
+  hosts.back().connecting = true;
+  hosts.back().shell_since = t0;
+  hosts.push_back(host("late", false));
+  hosts.back().connecting = true;
+  hosts.back().shell_since = t0 + 20s;
+
+  // At the start deadline, both shells run: no give-up, a look again when the first runs out.
+  auto c = hvrun::check_start(hosts, t0 + 30s, 30s);
+  CHECK_FALSE(c.give_up);
+  CHECK(c.recheck == 270s);
+  const auto p = hvrun::start_progress(hosts, 30s, t0 + 30s);
+  CHECK(p.in_shell == std::vector<std::string>{"slow", "late"});
+  CHECK(p.longest_shell == 30s);
+  CHECK(p.pending.empty());
+
+  // The first shell runs out; the other is named stuck only when its own does.
+  c = hvrun::check_start(hosts, t0 + 300s, 30s);
+  REQUIRE(c.give_up);
+  CHECK(*c.give_up == "agents did not start within 300 s (10 x --start-timeout) of their host's login shell on 1 host:"
+                      "\n    slow: its login shell has run for 300 s and hvrun-agent has not started; time it with: "
+                      "ssh slow true");
+
+  // A host still connecting (no shell yet) is stuck at the deadline, as before.
+  hosts.push_back(host("dark", false));
+  hosts.back().connecting = true;
+  c = hvrun::check_start(hosts, t0 + 30s, 30s);
+  REQUIRE(c.give_up);
+  CHECK(*c.give_up == "agents did not start within 30 s on: dark; raise --start-timeout or check those hosts");
+
+  // Everyone up: nothing to wait for.
+  std::vector<JobHost> up;
+  up.push_back(host("a", true));
+  c = hvrun::check_start(up, t0, 30s);
+  CHECK_FALSE(c.give_up);
+  CHECK(c.recheck == 0s);
+}
+
 TEST_CASE("probe messages: members, requests in job indices, results back in member indices",
           "[connect_progress]") {
   std::vector<JobHost> hosts;

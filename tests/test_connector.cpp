@@ -7,6 +7,7 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <chrono>
+#include <functional>
 #include <future>
 #include <algorithm>
 #include <atomic>
@@ -55,7 +56,7 @@ TEST_CASE("connector: each host's result reaches the event loop once, errors in 
   std::map<std::size_t, int> calls;
   hvrun::Connector connector(
       io,
-      [](const std::string& host) -> std::unique_ptr<hvrun::HostAgent> {
+      [](const std::string& host, const std::function<void()>&) -> std::unique_ptr<hvrun::HostAgent> {
         if (host == "down") throw hvrun::Error("down: connection refused; is sshd running there?");
         if (host == "odd") throw std::runtime_error("[json.exception] something a library says");
         return std::make_unique<FakeAgent>(host);
@@ -97,7 +98,7 @@ TEST_CASE("connector: a host that connects after the connector is gone is droppe
   {
     hvrun::Connector connector(
         io,
-        [started, destroyed, released](const std::string& host) -> std::unique_ptr<hvrun::HostAgent> {
+        [started, destroyed, released](const std::string& host, const std::function<void()>&) -> std::unique_ptr<hvrun::HostAgent> {
           started->set_value();
           released.wait();
           return std::make_unique<FakeAgent>(host, destroyed);
@@ -127,7 +128,7 @@ TEST_CASE("connector: at most `concurrency` hosts start at once, every host is s
   const auto loop_thread = std::this_thread::get_id();
   hvrun::Connector connector(
       io,
-      [&](const std::string& host) -> std::unique_ptr<hvrun::HostAgent> {
+      [&](const std::string& host, const std::function<void()>&) -> std::unique_ptr<hvrun::HostAgent> {
         {
           std::lock_guard lock(mu);
           most = std::max(most, ++running);
@@ -182,7 +183,7 @@ TEST_CASE("connector: hosts still queued when the connector goes are never start
   {
     hvrun::Connector connector(
         io,
-        [count, released, first](const std::string& host) -> std::unique_ptr<hvrun::HostAgent> {
+        [count, released, first](const std::string& host, const std::function<void()>&) -> std::unique_ptr<hvrun::HostAgent> {
           if (count->fetch_add(1) == 0) first->set_value();
           released.wait();
           return std::make_unique<FakeAgent>(host);

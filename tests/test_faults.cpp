@@ -612,3 +612,35 @@ TEST_CASE("fault catalogue: what a rank detached (setsid, a double fork) ends wi
     job.cut_off(2, 4s);
   }
 }
+
+TEST_CASE("fault catalogue: a host whose login shell alone is slow is waited for, timed, and named when it runs out",
+          "[lab][faults]") {
+  HVRUN_SKIP_WITHOUT_LAB();
+  Lab lab(3);
+  TempHome home;
+  const std::string h1 = lab.host(1), h2 = lab.host(2);
+  REQUIRE(lab.control({"slow-shell", "2", "5"}) == 0);
+  {
+    INFO("a 5 s shell under --start-timeout 2: still connecting at 2 s, it is in its shell: the job waits and runs");
+    FaultJob job(lab, home);
+    job.mark();
+    job.start({"--start-timeout", "2"}, "echo ready-$HVRUN_RANK", 0);
+    auto r = job.finish(60s);
+    CHECK(r.exit_code == 0);
+    CHECK(count_of(r.out, "<stdout>:ready-") == 4);
+    CHECK_THAT(r.err, Catch::Matches("[\\s\\S]*hvrun: timings: login shells \\(exec request to the agent's first "
+                                     "bytes\\): median [0-9.]+ (ms|s), slowest " + h2 + " [5-9][0-9.]* s\n[\\s\\S]*"));
+  }
+  {
+    INFO("the same shell under --start-timeout 0.3: its bound (3 s) runs out, the host and its shell are named");
+    FaultJob job(lab, home);
+    job.mark();
+    job.start({"--start-timeout", "0.3"}, "echo ready-$HVRUN_RANK", 0);
+    auto r = job.finish(60s);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.err, Catch::Contains(h2 + ": its login shell has run for 3 s and hvrun-agent has not started; time "
+                                      "it with: ssh " + h2 + " true"));
+    CHECK(count_of(r.out, "ready-") == 0);
+    CHECK(job.last_teardown < 5s);
+  }
+}

@@ -395,9 +395,11 @@ struct Job::Impl {
     stop_ranks(a.grace);
   }
 
+  // A host whose login shell still runs gets longer than --start-timeout (check_start).
   void on_start_timeout() {
-    fail_job("agents did not start within " + seconds_text(options.start_timeout) + " on: " + agents_missing(hosts) +
-             "; raise --start-timeout or check those hosts");
+    const StartCheck check = check_start(hosts, Clock::now(), options.start_timeout);
+    if (check.give_up) return fail_job(*check.give_up);
+    if (check.recheck > milliseconds(0)) arm_deadline(check.recheck, [this] { on_start_timeout(); });
   }
 
   // ---- events ------------------------------------------------------------------------------------
@@ -594,6 +596,7 @@ struct Job::Impl {
     const bool any_remote = std::any_of(hosts.begin(), hosts.end(), [](const Host& h) { return !h.is_local; });
     log_report(LogLevel::info,
                timings_text(timings, any_remote, nics->round() ? nics->round()->probes_sent() : 0, Clock::now()));
+    if (const auto shells = shell_times_text(hosts)) log_report(LogLevel::info, std::string(kHvrunLogPrefix) + "timings: " + *shells);
   }
 };
 

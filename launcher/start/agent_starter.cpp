@@ -2,13 +2,14 @@
 
 #include "launcher/start/command_agent.hpp"
 #include "launcher/start/remote_agent.hpp"
+#include "launcher/start/start_progress.hpp"
 
 namespace hvrun {
 
 namespace {
 
 std::unique_ptr<HostAgent> start_over_ssh(const LaunchOptions& options, const std::string& host,
-                                          const std::string& local_agent) {
+                                          const std::string& local_agent, const std::function<void()>& shell_started) {
   RemoteAgentOptions o;
   o.ssh.host = host;
   o.ssh.port = options.ssh_port;
@@ -17,7 +18,8 @@ std::unique_ptr<HostAgent> start_over_ssh(const LaunchOptions& options, const st
   o.ssh.strict_host_key = options.ssh_strict_host_key;
   o.agent_override = options.agent_path;
   o.local_agent = local_agent;
-  o.start_timeout = options.start_timeout;
+  o.shell_timeout = shell_timeout_of(options.start_timeout);
+  o.shell_started = shell_started;
   return RemoteAgent::start(o);
 }
 
@@ -63,13 +65,13 @@ std::unique_ptr<HostAgent> start_by_srun(const LaunchOptions& options, const std
 }  // namespace
 
 std::unique_ptr<HostAgent> start_host_agent(const LaunchOptions& options, const std::string& host,
-                                            const std::string& local_agent) {
+                                            const std::string& local_agent, const std::function<void()>& shell_started) {
   switch (options.launcher) {
     case AgentLauncher::kRsh: return start_by_rsh(options, host, local_agent);
     case AgentLauncher::kSlurm: return start_by_srun(options, host, local_agent);
     case AgentLauncher::kSsh: break;
   }
-  return start_over_ssh(options, host, local_agent);
+  return start_over_ssh(options, host, local_agent, shell_started);
 }
 
 }  // namespace hvrun

@@ -2,6 +2,7 @@
 // How the agent of a host other than this machine is started: over hvrun's own SSH session (the
 // default), or by a local command: `--rsh-agent CMD` runs `CMD HOST AGENT` (README: "Any remote shell"
 // states the contract such a command keeps), and inside a Slurm allocation srun runs one step per node.
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -12,8 +13,9 @@ namespace hvrun {
 
 // Starts the agent of `host` as `options` say and waits until it is up; blocks (run it on a thread of
 // its own). `local_agent` is this machine's hvrun-agent (absolute path). Throws Error, one line
-// starting with the host.
+// starting with the host. `shell_started`: Connector::StartAgent's.
 std::unique_ptr<HostAgent> start_host_agent(const LaunchOptions& options, const std::string& host,
-                                            const std::string& local_agent);
+                                            const std::string& local_agent,
+                                            const std::function<void()>& shell_started = {});
 
 }  // namespace hvrun

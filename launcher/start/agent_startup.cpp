@@ -58,8 +58,13 @@ struct AgentStartup::Impl {
         [this](std::size_t i, std::shared_ptr<HostAgent> agent, const std::string& error) {
           on_connected(i, std::move(agent), error);
         },
-        static_cast<std::size_t>(options.connect_concurrency), [this](std::size_t i) {
+        static_cast<std::size_t>(options.connect_concurrency),
+        [this](std::size_t i) {
           if (hooks.turn && hooks.starting()) hooks.turn(i);
+        },
+        [this](std::size_t i) {
+          hosts[i].shell_since = std::chrono::steady_clock::now();
+          show_progress();
         });
     for (std::size_t i = 0; i < hosts.size(); ++i) {
       JobHost& h = hosts[i];

@@ -23,6 +23,7 @@ struct Connector::Mailbox {
   boost::asio::io_context* io = nullptr;
   OnConnected on_connected;
   OnTurn on_turn;
+  OnShell on_shell;
   StartAgent start;
   std::size_t concurrency = 1;
   std::deque<std::pair<std::size_t, std::string>> queue;  // hosts not started yet
@@ -43,14 +44,30 @@ struct Connector::Mailbox {
       callback(index, std::move(agent), error);
     });
   }
+
+  // Posts `callback_of(*self)(index)` to the loop, where it runs if the Connector is still there.
+  template <typename Callback>
+  void notify(const std::shared_ptr<Mailbox>& self, std::size_t index, Callback Mailbox::*member) {
+    if (!((*self).*member)) return;
+    boost::asio::post(*io, [self, index, member] {
+      Callback callback;
+      {
+        std::lock_guard lock(self->mutex);
+        if (!self->open) return;
+        callback = (*self).*member;
+      }
+      callback(index);
+    });
+  }
 };
 
 Connector::Connector(boost::asio::io_context& io, StartAgent start, OnConnected on_connected,
-                     std::size_t concurrency, OnTurn on_turn)
+                     std::size_t concurrency, OnTurn on_turn, OnShell on_shell)
     : mailbox_(std::make_shared<Mailbox>()) {
   mailbox_->io = &io;
   mailbox_->on_connected = std::move(on_connected);
   mailbox_->on_turn = std::move(on_turn);
+  mailbox_->on_shell = std::move(on_shell);
   mailbox_->start = std::move(start);
   mailbox_->concurrency = std::max<std::size_t>(concurrency, 1);
 }
@@ -96,22 +113,15 @@ void Connector::work(const std::shared_ptr<Mailbox>& box) {
       host = std::move(box->queue.front());
       box->queue.pop_front();
       start = box->start;
-      if (box->on_turn) {
-        boost::asio::post(*box->io, [box, index = host.first] {
-          OnTurn callback;
-          {
-            std::lock_guard lock(box->mutex);
-            if (!box->open) return;
-            callback = box->on_turn;
-          }
-          callback(index);
-        });
-      }
+      box->notify(box, host.first, &Mailbox::on_turn);
     }
     std::shared_ptr<HostAgent> agent;
     std::string error;
     try {
-      agent = start(host.second);
+      agent = start(host.second, [&box, index = host.first] {
+        std::lock_guard lock(box->mutex);
+        if (box->open) box->notify(box, index, &Mailbox::on_shell);
+      });
     } catch (const std::exception& e) {
       error = user_message(e, "starting the agent on " + host.second);
     }
@@ -120,7 +130,9 @@ void Connector::work(const std::shared_ptr<Mailbox>& box) {
 }
 
 Connector::StartAgent Connector::host_agent_starter(const LaunchOptions& options, const std::string& agent_path) {
-  return [options, agent_path](const std::string& host) { return start_host_agent(options, host, agent_path); };
+  return [options, agent_path](const std::string& host, const std::function<void()>& shell_started) {
+    return start_host_agent(options, host, agent_path, shell_started);
+  };
 }
 
 }  // namespace hvrun

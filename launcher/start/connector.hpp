@@ -25,7 +25,10 @@ namespace hvrun {
 class Connector {
  public:
   // Starts the agent of one host and waits until it is up; runs on a connection thread. Throws Error.
-  using StartAgent = std::function<std::unique_ptr<HostAgent>(const std::string& host)>;
+  // It calls `shell_started` (on its thread) once the host has been asked to run the agent (over SSH:
+  // the session is up and the exec request sent, so the host's login shell runs from then on).
+  using StartAgent =
+      std::function<std::unique_ptr<HostAgent>(const std::string& host, const std::function<void()>& shell_started)>;
   // Runs on the event loop's thread, once per connect(): `agent` when it is up, else `error` (one line
   // naming the host and what to do, and no agent).
   using OnConnected = std::function<void(std::size_t index, std::shared_ptr<HostAgent> agent, const std::string& error)>;
@@ -34,9 +37,11 @@ class Connector {
   // time limits can count from a host's turn, not from the launch: with more hosts than threads, the
   // last ones wait for earlier ones to finish).
   using OnTurn = std::function<void(std::size_t index)>;
+  // Runs on the event loop's thread when host `index`'s start called shell_started.
+  using OnShell = std::function<void(std::size_t index)>;
 
   Connector(boost::asio::io_context& io, StartAgent start, OnConnected on_connected, std::size_t concurrency,
-            OnTurn on_turn = {});
+            OnTurn on_turn = {}, OnShell on_shell = {});
   // Results that arrive later are dropped, and their agents with them; their threads end by
   // themselves (within --ssh-connect-timeout and --start-timeout).
   ~Connector();

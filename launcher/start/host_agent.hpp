@@ -1,6 +1,8 @@
 #pragma once
 // The agent of a host other than this machine, however it was started (SSH, a remote-shell command,
 // srun): the job sees only its control channel and what to say when that channel ends badly.
+#include <chrono>
+#include <optional>
 #include <string>
 
 #include "agent/wire/unique_fd.hpp"
@@ -16,6 +18,9 @@ class HostAgent {
   virtual std::string stderr_tail() const = 0;
   // How the agent was found or started ("found on the host", "started by srun").
   virtual const std::string& agent_description() const = 0;
+  // How long the host's login shell ran before the agent wrote its first bytes (from the exec request
+  // on); nullopt where the start has no such step (--rsh-agent, srun).
+  virtual std::optional<std::chrono::milliseconds> shell_time() const { return std::nullopt; }
 };
 
 }  // namespace hvrun

@@ -3,6 +3,7 @@
 // what its agent said about itself. Shared by the job (job.cpp) and the pieces that read its hosts
 // (connect_progress, check_run, rank_launch).
 #include <cstddef>
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -21,6 +22,9 @@ struct JobHost {
   std::shared_ptr<HostAgent> remote;  // SSH, --rsh-agent
   std::optional<std::string> connect_error;  // why SSH or the agent start failed; nothing while it has not
   bool connecting = false;
+  // When the host's login shell was asked to run the agent (Connector's OnShell); nothing before, and
+  // for a start without that step.
+  std::optional<std::chrono::steady_clock::time_point> shell_since;
   std::optional<HelloMsg> hello;
   std::optional<ReadyMsg> ready;  // the agent has the job's secret and answers probes
 };

@@ -14,6 +14,7 @@
 #include "agent/wire/io_sizes.hpp"
 #include "agent/wire/job_secret.hpp"
 #include "launcher/base/shell_quote.hpp"
+#include "launcher/start/start_progress.hpp"
 
 namespace hvrun {
 
@@ -41,9 +42,7 @@ bool wait_first_bytes(const SshExec& exec, std::chrono::milliseconds timeout, co
   pollfd p{exec.fd(), POLLIN, 0};
   const int n = retry_eintr([&] { return ::poll(&p, 1, static_cast<int>(timeout.count())); });
   if (n < 0) throw_errno("poll", "waiting for the agent on " + host);
-  if (n == 0)
-    throw TimeoutError(host + ": hvrun-agent started but said nothing within " + seconds_text(timeout) +
-                       "; raise --start-timeout if the host is only slow");
+  if (n == 0) throw TimeoutError(shell_stuck_text(host, timeout));
   char c;
   const ssize_t got = retry_eintr([&] { return ::recv(exec.fd(), &c, 1, MSG_PEEK); });
   return got > 0;
@@ -76,8 +75,12 @@ std::string sha256_file(const std::string& path) {
   return hex_encode(std::string_view(reinterpret_cast<const char*>(md), len));
 }
 
-RemoteAgent::RemoteAgent(SshSession session, SshExec exec, std::string description)
-    : session_(std::move(session)), exec_(std::move(exec)), description_(std::move(description)) {}
+RemoteAgent::RemoteAgent(SshSession session, SshExec exec, std::string description,
+                         std::chrono::milliseconds shell_time)
+    : session_(std::move(session)),
+      exec_(std::move(exec)),
+      description_(std::move(description)),
+      shell_time_(shell_time) {}
 
 RemoteAgent::~RemoteAgent() = default;
 
@@ -89,11 +92,16 @@ std::unique_ptr<RemoteAgent> RemoteAgent::start(const RemoteAgentOptions& o) {
   const std::string& host = o.ssh.host;
   SshSession session = SshSession::connect(o.ssh);
 
+  const auto exec_sent = std::chrono::steady_clock::now();
   SshExec exec = session.exec(locate_and_exec(o));
-  if (wait_first_bytes(exec, o.start_timeout, host)) {
+  if (o.shell_started) o.shell_started();
+  const bool said_hello = wait_first_bytes(exec, o.shell_timeout, host);
+  const auto shell_time =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - exec_sent);
+  if (said_hello) {
     return std::unique_ptr<RemoteAgent>(
         new RemoteAgent(std::move(session), std::move(exec),
-                        o.agent_override.empty() ? "found on the host" : o.agent_override));
+                        o.agent_override.empty() ? "found on the host" : o.agent_override, shell_time));
   }
   exec.wait(std::chrono::seconds(5));
   const std::string said = stderr_summary(exec);
@@ -111,30 +119,30 @@ std::unique_ptr<RemoteAgent> RemoteAgent::start(const RemoteAgentOptions& o) {
   const std::string check = "[ -x " + path + " ] && [ \"$(stat -c %a " + path + ")\" = 700 ] && " +
                             "[ \"$(sha256sum < " + path + " | cut -d' ' -f1)\" = " + digest + " ]";
   std::string description = "cached copy ~/" + rel;
-  if (session.run(check, o.start_timeout).exit_status != 0) {
+  if (session.run(check, o.shell_timeout).exit_status != 0) {
     // Upload under a name of our own, then rename(2) it over the final name with mv -f: hosts that
     // share one home directory (NFS) copy at the same time, and SFTP v3 cannot rename over an existing
     // file, so an SFTP-only replace would leave a moment where another launcher finds no file at all.
     // Every copy has the same content, so whichever rename lands last is as good as the others.
     const std::string staged = rel + ".upload-" + hex_encode(random_bytes(8));
-    session.upload(o.local_agent, staged, 0700, o.start_timeout);
+    session.upload(o.local_agent, staged, 0700, o.shell_timeout);
     const std::string staged_path = "\"$HOME\"/" + staged;
     const RunResult verify =
         session.run("mv -f " + staged_path + " " + path + " || { rm -f " + staged_path + "; exit 1; }; " + check,
-                    o.start_timeout);
+                    o.shell_timeout);
     if (verify.exit_status != 0)
       throw Error(host + ": the copy of hvrun-agent in ~/" + rel +
                   " does not have the right content or mode 0700 after upload; check that file system");
     description = "copied to ~/" + rel;
   }
   SshExec cached = session.exec("exec " + path);
-  if (!wait_first_bytes(cached, o.start_timeout, host)) {
+  if (!wait_first_bytes(cached, o.shell_timeout, host)) {
     cached.wait(std::chrono::seconds(5));
     const std::string why = stderr_summary(cached);
     throw Error(host + ": the copied hvrun-agent did not start" + (why.empty() ? std::string() : ": " + why) +
                 " (is the host's OS or CPU different from this one?)");
   }
-  return std::unique_ptr<RemoteAgent>(new RemoteAgent(std::move(session), std::move(cached), description));
+  return std::unique_ptr<RemoteAgent>(new RemoteAgent(std::move(session), std::move(cached), description, shell_time));
 }
 
 }  // namespace hvrun

@@ -7,6 +7,7 @@
 // keeps in ~/.cache/hvrun/agent-<sha256>/ on the host (mode 0700, its hash checked before every run),
 // uploaded over SFTP when missing or different.
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -21,7 +22,11 @@ struct RemoteAgentOptions {
   SshTarget ssh;                      // host, -p, -i, timeouts, strictness
   std::string agent_override;         // --agent-path; empty: search as above
   std::string local_agent;            // this machine's hvrun-agent (absolute path)
-  std::chrono::milliseconds start_timeout{30'000};  // until the agent has said something
+  // Each command's bound once the session is up (the agent's exec, and the check and upload of a
+  // copy): the host's login shell runs before each, and a slow one is progress, not a dead host
+  // (shell_timeout_of). Until the session is up, ssh.connect_timeout bounds the start.
+  std::chrono::milliseconds shell_timeout{300'000};
+  std::function<void()> shell_started;  // called once the first exec request is sent; may be empty
 };
 
 class RemoteAgent final : public HostAgent {
@@ -35,12 +40,14 @@ class RemoteAgent final : public HostAgent {
   std::string stderr_tail() const override;  // the SSH channel's stderr
   // How the agent was found ("/opt/hvrun/bin/hvrun-agent", "copied to ~/.cache/...").
   const std::string& agent_description() const override { return description_; }
+  std::optional<std::chrono::milliseconds> shell_time() const override { return shell_time_; }
 
  private:
-  RemoteAgent(SshSession session, SshExec exec, std::string description);
+  RemoteAgent(SshSession session, SshExec exec, std::string description, std::chrono::milliseconds shell_time);
   SshSession session_;
   SshExec exec_;
   std::string description_;
+  std::chrono::milliseconds shell_time_;
 };
 
 // Lowercase hex SHA-256 of a file's contents; throws SystemError naming the file.
