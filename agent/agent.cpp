@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "agent/agent_state.hpp"
+#include "agent/fingerprint.hpp"
 #include "agent/kernel_log.hpp"
 #include "agent/proc_scan.hpp"
 #include "agent/rank_tools.hpp"
@@ -252,6 +253,9 @@ struct Agent::Impl {
       }
     }
   }
+
+  // Before the launch: nothing of the ranks runs yet, and the interpreter's run is bounded.
+  void handle(const FingerprintRequestMsg& m) { send(take_fingerprint(m)); }
 
   // Every rank still running (no answer at all before the launch: nothing runs).
   void handle(const StacksRequestMsg& m) {

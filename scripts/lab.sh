@@ -33,6 +33,10 @@
 #   slow-shell I S  every ssh session on host I sleeps S seconds in bash before its command (BASH_ENV,
 #                   set by host I's sshd, which is restarted): a host whose login shell alone is slow.
 #                   S = 0 undoes it. Until down.
+#   bind I SRC DST [SRC DST]...  restart host I's sshd in a mount namespace of its own where each DST
+#                   (a file or directory that exists) shows SRC's content: a host with another copy of a
+#                   script, an empty directory where the others have one, another package's metadata.
+#                   Until ssh-stop I / ssh-start I or down; the host's own mounts are untouched.
 #   rekey I         new host key for host I and restart its sshd (LAB_KNOWN_HOSTS keeps the old key,
 #                   so a strict client using it sees "host key changed").
 #   known-hosts     print known_hosts lines for the hosts' current keys (LAB_KNOWN_HOSTS is the
@@ -62,7 +66,7 @@
 #                   runs (4 x LAB_JOBS) and the parallel ssh checks of up's verification (4 x LAB_JOBS).
 #   LAB_SSHD        1 (default): an sshd per host. 0: none (no keys, no sshd; up to 1000 hosts): hosts
 #                   are reached by entering their namespaces (`exec`, or `nsenter --net=/run/netns/NS`
-#                   as an `hvrun --rsh-agent`); ssh-stop/ssh-start/rekey/hide-libs/slow-shell refuse such a lab.
+#                   as an `hvrun --rsh-agent`); ssh-stop/ssh-start/rekey/hide-libs/bind/slow-shell refuse such a lab.
 #   LAB_CONTAINER_VETHS  N (default 0, at most 500): each host also gets N container veths
 #                   vethc0..vethcN-1 enslaved to docker0 (with only an IPv6 link-local address, as
 #                   Docker leaves them; peers up in the switch ns), like a Docker or Kubernetes host.
@@ -299,16 +303,16 @@ in_host() { # I CMD...: run CMD on host I (netns + UTS ns; ip netns exec supplie
 
 listening() { [[ -n $(ss -N "${HOST[$1]}" -Hltn "sport = :$LAB_PORT" 2>/dev/null) ]]; }
 
-start_sshd() { # I [FILE...]: each FILE (a real file, not a link) reads as empty for this sshd and its sessions
+start_sshd() { # I [SRC DST]...: each DST (a real path, not a link) shows SRC's content for this sshd and its sessions
   local i=$1 d=${HDIR[$1]}
   shift
   local argv=("$SSHD_BIN" -f "$d/sshd_config" -E "$d/sshd.log")
   if (($#)); then
-    # A mount namespace of its own (private: nothing propagates to the host's mounts) with /dev/null
-    # bound over each FILE; it ends with the last process in it (sshd, its sessions), so down removes it.
+    # A mount namespace of its own (private: nothing propagates to the host's mounts) with each SRC
+    # bound over its DST; it ends with the last process in it (sshd, its sessions), so down removes it.
     # shellcheck disable=SC2016 # expanded by the inner sh
     argv=(unshare --mount --propagation private -- sh -c \
-      'n=$1; shift; while [ "$n" -gt 0 ]; do mount --bind /dev/null "$1" || exit 1; shift; n=$((n - 1)); done; exec "$@"' \
+      'n=$1; shift; while [ "$n" -gt 0 ]; do mount --bind "$1" "$2" || exit 1; shift 2; n=$((n - 2)); done; exec "$@"' \
       sh "$#" "$@" "${argv[@]}")
   fi
   if ! in_host "$i" "${argv[@]}" </dev/null >>"$d/sshd.stderr" 2>&1; then
@@ -925,17 +929,38 @@ cmd_hide_libs() {
   load_state
   need_sshd
   check_index "$1"
-  local i=$1 f real files=()
+  local i=$1 f real files=() pairs=()
   shift
   for f in "$@"; do
     real=$(readlink -e -- "$f") || die "hide-libs: $f does not exist"
     [[ -f $real ]] || die "hide-libs: $f ($real) is not a regular file"
     files+=("$real")
+    pairs+=(/dev/null "$real")
   done
   stop_sshd "$i"
-  start_sshd "$i" "${files[@]}"
+  start_sshd "$i" "${pairs[@]}"
   wait_listening "$i"
   log "hide-libs: sshd of host $i restarted; its sessions see ${files[*]} empty"
+}
+
+cmd_bind() {
+  (($# >= 3 && $# % 2 == 1)) || die "usage: lab.sh bind I SRC DST [SRC DST]..."
+  load_state
+  need_sshd
+  check_index "$1"
+  local i=$1 src dst pairs=()
+  shift
+  while (($#)); do
+    src=$(readlink -e -- "$1") || die "bind: $1 does not exist"
+    dst=$(readlink -e -- "$2") || die "bind: $2 does not exist"
+    [[ -d $src && -d $dst || -f $src && -f $dst ]] || die "bind: $1 and $2 must both be files or both directories"
+    pairs+=("$src" "$dst")
+    shift 2
+  done
+  stop_sshd "$i"
+  start_sshd "$i" "${pairs[@]}"
+  wait_listening "$i"
+  log "bind: sshd of host $i restarted; its sessions see ${pairs[*]} (each SRC over its DST)"
 }
 
 cmd_slow_shell() {
@@ -1007,6 +1032,7 @@ main() {
     rekey) cmd_rekey "$@" ;;
     slow-shell) cmd_slow_shell "$@" ;;
     hide-libs) cmd_hide_libs "$@" ;;
+    bind) cmd_bind "$@" ;;
     status) cmd_status "$@" ;;
     known-hosts) cmd_known_hosts "$@" ;;
     -h | --help | help) usage 0 ;;

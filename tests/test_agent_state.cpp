@@ -35,15 +35,20 @@ TEST_CASE("agent state: the job comes first, once; then probes, the rendezvous a
                        Catch::Message("launcher: probe request before the job message"));
   CHECK_THROWS_MATCHES(s.on_message(hvrun::HorovodRendezvousMsg{}), ProtocolError,
                        Catch::Message("launcher: Horovod rendezvous request before the job message"));
+  CHECK_THROWS_MATCHES(s.on_message(hvrun::FingerprintRequestMsg{}), ProtocolError,
+                       Catch::Message("launcher: fingerprint request out of turn"));
   CHECK(s.phase() == Phase::kAwaitingJob);
 
   check_nothing(s.on_message(hvrun::JobMsg{}));
   CHECK(s.phase() == Phase::kJobKnown);
   CHECK_THROWS_MATCHES(s.on_message(hvrun::JobMsg{}), ProtocolError,
                        Catch::Message("launcher: a second job message"));
+  check_nothing(s.on_message(hvrun::FingerprintRequestMsg{}));
   check_nothing(s.on_message(hvrun::ProbeRequestMsg{}));
   check_nothing(s.on_message(hvrun::ProbeRequestMsg{}));  // a retry round
   check_nothing(s.on_message(hvrun::LaunchMsg{}));
+  CHECK_THROWS_MATCHES(s.on_message(hvrun::FingerprintRequestMsg{}), ProtocolError,
+                       Catch::Message("launcher: fingerprint request out of turn"));
   CHECK(s.phase() == Phase::kLaunched);
   CHECK_THROWS_MATCHES(s.on_message(hvrun::LaunchMsg{}), ProtocolError,
                        Catch::Message("launcher: a second launch request"));
@@ -91,7 +96,8 @@ TEST_CASE("agent state: messages that only the launcher receives are refused", "
   const ControlMessage msg = GENERATE(ControlMessage{hvrun::HelloMsg{}}, ControlMessage{hvrun::ReadyMsg{}},
                                       ControlMessage{hvrun::ProbeResultMsg{}}, ControlMessage{hvrun::StartedMsg{}},
                                       ControlMessage{hvrun::ExitedMsg{}}, ControlMessage{hvrun::FatalMsg{}},
-                                      ControlMessage{hvrun::HorovodRendezvousReadyMsg{}});
+                                      ControlMessage{hvrun::HorovodRendezvousReadyMsg{}},
+                                      ControlMessage{hvrun::FingerprintMsg{}});
   AgentState s;
   s.on_message(hvrun::JobMsg{});
   CHECK_THROWS_MATCHES(s.on_message(msg), ProtocolError, Catch::Message("launcher: unexpected control message"));

@@ -169,10 +169,14 @@ TEST_CASE("bad-input catalogue on this host", "[integration][bad-input]") {
       // Past parsing: the job starts on this host and is refused or fails.
       {"--network-interface naming no NIC of the host", {"--network-interface", "nosuchnic0", "true"}, 2, 15s,
        {"--network-interface", "'nosuchnic0'", "it has: lo", "list a NIC of every host"}},
-      {"command not found", {"-np", "1", "hvrun-no-such-command-xyz"}, 127, 15s,
-       {"rank 0 on localhost", "'hvrun-no-such-command-xyz'", "No such file", "PATH"}},
+      {"command not found: refused before any rank starts", {"-np", "1", "hvrun-no-such-command-xyz"}, 2, 15s,
+       {"localhost: ", "'hvrun-no-such-command-xyz'", "is not on the ranks' PATH there", "give its full path"}},
       {"command not found, its name not UTF-8 (bytes reach the message as they are)",
-       {"-np", "1", "hvrun-no-such-\xe9"}, 127, 15s, {"rank 0 on localhost", "'hvrun-no-such-\xe9'", "No such file"}},
+       {"-np", "1", "hvrun-no-such-\xe9"}, 2, 15s, {"localhost: ", "'hvrun-no-such-\xe9'", "PATH"}},
+      {"a Python script that does not exist: refused before any rank starts",
+       {"-np", "1", "/usr/bin/python3", "hvrun-no-such-script.py"}, 2, 15s,
+       {"localhost: the script ", "hvrun-no-such-script.py cannot be read there (No such file or directory)",
+        "copy it there"}},
       {"command is a directory", {"-np", "1", dir.path().string()}, 127, 15s,
        {"rank 0 on localhost", "'" + dir.path().string() + "'", "Permission denied", "chmod +x"}},
       {"host name that does not resolve", {"-H", "no-such-host.invalid", "true"}, 1, 15s,
@@ -249,10 +253,10 @@ TEST_CASE("bad-input catalogue across lab hosts", "[lab][bad-input]") {
        with(ssh, {"-H", h1 + "," + lab.list("LAB_FABRIC_ADDRS").at(1), "true"}), 2, 15s,
        {"hosts '" + h1 + "' and '" + lab.list("LAB_FABRIC_ADDRS").at(1) + "' are one machine",
         "list it once with the slots added: -H " + h1 + ":2"}},
-      {"command not found on a remote host", with(ssh, {"-H", h1, "hvrun-no-such-command-xyz"}), 127, 15s,
-       {"rank 0 on " + h1, "'hvrun-no-such-command-xyz'", "No such file", "PATH"}},
-      {"working directory missing on a remote host", with(ssh, {"-H", "localhost," + h1, "sleep", "30"}), 1, 15s,
-       {h1 + ": working directory '", "' does not exist on " + h1, "create it there"}, 0, "", true},
+      {"command not found on a remote host", with(ssh, {"-H", h1, "hvrun-no-such-command-xyz"}), 2, 15s,
+       {h1 + ": 'hvrun-no-such-command-xyz' is not on the ranks' PATH there", "give its full path"}},
+      {"working directory missing on a remote host", with(ssh, {"-H", "localhost," + h1, "sleep", "30"}), 2, 15s,
+       {"working directory '", "' does not exist on " + h1, "create it there"}, 0, "", true},
   };
 
   const fs::path cwd_mount = dir.path() / "cwd";  // exists everywhere; its tmpfs, only inside hvrun's namespace

@@ -79,6 +79,17 @@ TEST_CASE("control messages round-trip and reject malformed input", "[wire]") {
   CHECK(std::holds_alternative<ShutdownMsg>(decode_control(encode_control(ShutdownMsg{}), "p")));
   const auto ex = std::get<ExitedMsg>(decode_control(encode_control(ExitedMsg{2, 139, 11, "", "", 0}), "p"));
   CHECK(ex.signal == 11);
+  FingerprintMsg print;
+  print.script = "/w/caf\xe9.py";  // a path is bytes, not always UTF-8
+  print.packages = {{"torch", "1.13.0a0+gitunknown"}};
+  print.gpus = 8;
+  const auto back = std::get<FingerprintMsg>(decode_control(encode_control(print), "p"));
+  CHECK(back.script == print.script);
+  CHECK(back.packages == print.packages);
+  CHECK(back.gpus == 8);
+  const auto req = std::get<FingerprintRequestMsg>(
+      decode_control(encode_control(FingerprintRequestMsg{{"python3", "x.py"}, "/w", {{"PATH", "/bin"}}}), "p"));
+  CHECK(req.env.at("PATH") == "/bin");
 
   for (const char* bad : {"", "{", "[]", R"({"type":7})", R"({"type":"nope"})", R"({"type":"exited","rank":"x"})",
                           R"({"type":"hello"})"}) {

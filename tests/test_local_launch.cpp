@@ -112,10 +112,12 @@ TEST_CASE("the crash handler is preloaded, after it the user's LD_PRELOAD; HVRUN
   CHECK_THAT(off.out, Catch::Contains("[0]<stdout>:preload=."));
 }
 
-TEST_CASE("a command that cannot be executed exits 127 naming rank, host and command", "[integration]") {
+TEST_CASE("a command not on PATH is refused before any rank starts, exit 2, naming host and command",
+          "[integration]") {
   auto r = run(hvrun_args({"-np", "2", "hvrun-no-such-command-xyz", "arg"}), 20s);
-  CHECK(r.exit_code == 127);
-  CHECK_THAT(r.err, Catch::Contains("on localhost: cannot execute 'hvrun-no-such-command-xyz': No such file or directory"));
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::Contains("hvrun: error: localhost: 'hvrun-no-such-command-xyz' is not on the ranks' PATH "
+                                    "there; install it there, or give its full path"));
 }
 
 TEST_CASE("Ctrl-C and SIGTERM stop every rank and exit 130 and 143", "[integration]") {

@@ -56,6 +56,9 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(StacksRequestMsg, timeout_ms)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RankStack, rank, text)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(StacksMsg, ranks)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(FatalMsg, error)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(FingerprintRequestMsg, argv, cwd, env)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(FingerprintMsg, cwd_error, program, program_sha256, script, script_sha256, script_error, python,
+                                   packages, nccl, cuda, gpus)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TerminateMsg, grace_ms)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(OutputAckMsg, bytes)
 
@@ -112,6 +115,8 @@ HVRUN_MESSAGE_NAME(HorovodRendezvousMsg, "horovod_rendezvous")
 HVRUN_MESSAGE_NAME(HorovodRendezvousReadyMsg, "horovod_rendezvous_ready")
 HVRUN_MESSAGE_NAME(StacksRequestMsg, "stacks_request")
 HVRUN_MESSAGE_NAME(StacksMsg, "stacks")
+HVRUN_MESSAGE_NAME(FingerprintRequestMsg, "fingerprint_request")
+HVRUN_MESSAGE_NAME(FingerprintMsg, "fingerprint")
 #undef HVRUN_MESSAGE_NAME
 
 // A JSON value that is not a number, or a number an int holds exactly.

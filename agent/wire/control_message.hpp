@@ -16,7 +16,7 @@ namespace hvrun {
 // Raised whenever a control message changes (a field added, removed or changing meaning). HelloMsg
 // carries it and the launcher refuses an agent of another one, so neither side misreads the other.
 // An agent whose hello lacks it speaks version 1.
-inline constexpr int kControlVersion = 3;
+inline constexpr int kControlVersion = 4;
 
 // launcher → agent, first message: the job's secret and how often each side must hear the other.
 // Either side that hears nothing for heartbeat_ms decides the other is gone.
@@ -105,6 +105,32 @@ struct RankLaunch {
   std::map<std::string, std::string> env;  // the rank contract; overrides LaunchMsg::env
 };
 
+// launcher → agent, after JobMsg, when the job has a command: what would ranks started with `argv` in
+// `cwd` with `env` (the launch's common environment, LaunchMsg::env) run on this host? The agent answers
+// with FingerprintMsg while the probes run (agent/fingerprint.hpp).
+struct FingerprintRequestMsg {
+  std::vector<std::string> argv;
+  std::string cwd;
+  std::map<std::string, std::string> env;
+};
+
+// agent → launcher: what the ranks would run on this host. A string is "" where it does not apply or
+// could not be learnt; the launcher compares hosts and words the differences (launcher/check/
+// fingerprint_report.hpp).
+struct FingerprintMsg {
+  std::string cwd_error;       // strerror when the working directory cannot be entered; then nothing else
+  std::string program;         // argv[0] as exec would find it; "" when it would not
+  std::string program_sha256;  // a program that is not an interpreter, up to kFingerprintHashLimit bytes
+  std::string script;          // an interpreter's script (python X.py), as an absolute path
+  std::string script_sha256;   // "" with script_error when it cannot be read
+  std::string script_error;    // strerror of the failed open or stat, "not a regular file"
+  std::string python;          // the interpreter's version, "3.11.2"
+  std::map<std::string, std::string> packages;  // distribution name → version, from package metadata
+  std::string nccl;            // "2.28.9"
+  std::string cuda;            // "13.0"
+  int gpus = -1;               // NVIDIA GPUs the driver lists; -1: no NVIDIA driver
+};
+
 // launcher → agent: start these ranks.
 struct LaunchMsg {
   std::string cwd;
@@ -174,7 +200,8 @@ inline constexpr std::size_t kOutputWindow = 1u << 20;
 
 using ControlMessage =
     std::variant<JobMsg, ReadyMsg, HeartbeatMsg, HelloMsg, ProbeRequestMsg, ProbeResultMsg, LaunchMsg, StartedMsg, ExitedMsg, FatalMsg, TerminateMsg, ShutdownMsg, OutputAckMsg,
-                 HorovodRendezvousMsg, HorovodRendezvousReadyMsg, StacksRequestMsg, StacksMsg>;
+                 HorovodRendezvousMsg, HorovodRendezvousReadyMsg, StacksRequestMsg, StacksMsg, FingerprintRequestMsg,
+                 FingerprintMsg>;
 
 std::string encode_control(const ControlMessage& msg);
 // Throws ProtocolError naming `peer` for malformed JSON, an unknown type or missing/mistyped fields

@@ -8,7 +8,7 @@
 
 #include "agent/wire/error.hpp"
 #include "hvrun/version.hpp"
-#include "launcher/base/program_path.hpp"
+#include "agent/wire/program_path.hpp"
 #include "launcher/cli/help_formatter.hpp"
 
 namespace hvrun {

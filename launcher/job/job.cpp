@@ -21,8 +21,10 @@
 #include "agent/wire/job_secret.hpp"
 #include "agent/wire/log.hpp"
 #include "agent/wire/user_message.hpp"
+#include "launcher/base/host_names.hpp"
 #include "launcher/base/shell_quote.hpp"
 #include "launcher/check/check_run.hpp"
+#include "launcher/check/fingerprint_report.hpp"
 #include "launcher/cli/rank_plan.hpp"
 #include "launcher/job/launch_timings.hpp"
 #include "launcher/job/nic_discovery.hpp"
@@ -106,7 +108,21 @@ struct Job::Impl {
   std::optional<std::string> horovod_rendezvous_addr;  // nothing when not served
   int horovod_rendezvous_port = 0;
   std::optional<std::vector<std::string>> mpirun;  // --mpi: the command line, once the NICs are chosen
+  bool nics_decided = false;  // on_decided ran; it runs again when it waited for fingerprints
+  std::string agreed;         // what every host's fingerprint agrees on, once compared without a difference
+  std::optional<EnvPolicy> env_policy;  // env(): made once
+  std::optional<std::string> cwd;       // rank_cwd(): read once
   std::unique_ptr<AgentStartup> startup;  // last: its Connector goes first, so no late result reaches the job
+
+  // The ranks' environment policy and working directory, the same for the fingerprints and the launch.
+  const EnvPolicy& env() {
+    if (!env_policy) env_policy.emplace(launcher_environment(), options);
+    return *env_policy;
+  }
+  const std::string& rank_cwd() {
+    if (!cwd) cwd = current_directory();
+    return *cwd;
+  }
 
   int run() {
     if (plan.oversubscribed() && !options.oversubscribe)
@@ -247,9 +263,52 @@ struct Job::Impl {
     if (teardown.phase() == Phase::kProbing) nics->add(i, m, links->peer(i));
   }
 
+  // Every host that is up has said what its ranks would run (or the job has no command).
+  bool fingerprints_in() const {
+    return options.command.empty() || std::all_of(hosts.begin(), hosts.end(), [](const Host& h) {
+             return h.fingerprint || !h.ready || h.connect_error;
+           });
+  }
+
+  // The hosts' fingerprints compared: differences are warned about; what would fail at once ends the
+  // job before any rank starts (kExitUsage). False when the job must not go on.
+  bool check_fingerprints() {
+    if (options.command.empty()) return true;
+    std::vector<HostFingerprint> prints;
+    for (std::size_t i = 0; i < hosts.size(); ++i)
+      if (hosts[i].fingerprint) prints.push_back({hosts[i].name, ranks_on(i), *hosts[i].fingerprint});
+    const FingerprintReport report = compare_fingerprints(prints, options.command, rank_cwd());
+    for (const std::string& line : report.differences) spdlog::warn("hosts differ: {}", line);
+    for (const std::string& line : report.refusals) spdlog::error("error: {}", line);
+    if (report.refusals.empty() && report.differences.empty()) agreed = report.same;
+    return report.refusals.empty();
+  }
+
   void on_decided() {
     timings.decided = nics->decided_at();
-    if (options.check_only) return report_check();
+    nics_decided = true;
+    if (!fingerprints_in()) {
+      // Agents answer at once; the bound is for one whose interpreter hangs past kInterpreterTimeout.
+      return arm_deadline(options.start_timeout, [this] {
+        std::vector<std::string> silent;
+        for (const Host& h : hosts)
+          if (h.ready && !h.fingerprint && !h.connect_error) silent.push_back(h.name);
+        fail_job("no answer within " + seconds_text(options.start_timeout) + " from " + fold_names(silent) +
+                 " on what the ranks would run there; check those hosts");
+      });
+    }
+    deadline.cancel();
+    const bool runnable = check_fingerprints();
+    if (options.check_only) {
+      report_check();
+      if (!runnable) teardown.set_exit_code(kExitUsage);
+      if (!agreed.empty() && !options.json) std::cout << "\nwhat the ranks would run, on every host: " << agreed << "\n";
+      return;
+    }
+    if (!runnable) {
+      teardown.record_failure(kExitUsage);
+      return shut_down();
+    }
     if (!nics->all_chosen()) {
       teardown.record_failure(kExitLaunchFailed);
       spdlog::error("{}", unusable_text(nic_report(), options.probe_timeout, nics->round()->attempts()));
@@ -309,11 +368,9 @@ struct Job::Impl {
     const JobServices services{exits.host_of(0), secret.store_token(), horovod_rendezvous_addr,
                                horovod_rendezvous_port};
     const JobNetwork net = job_network(hosts, plan, *nics->round(), services);
-    const EnvPolicy env(launcher_environment(), options);
-    warn_about_user_environment(env, *nics->round());
-    const std::string cwd = current_directory();
+    warn_about_user_environment(env(), *nics->round());
     for (std::size_t i = 0; i < hosts.size(); ++i)
-      links->send(i, launch_message(hosts[i], plan, net, env, options, cwd));
+      links->send(i, launch_message(hosts[i], plan, net, env(), options, rank_cwd()));
     teardown.advance(Phase::kRunning);
     deadline.cancel();
     spdlog::info("started {} ranks on {} hosts", plan.size(), hosts.size());
@@ -441,7 +498,18 @@ struct Job::Impl {
     Host& h = hosts[i];
     if (h.ready || !h.hello) throw ProtocolError(links->peer(i) + ": ready out of turn");
     h.ready = m;
+    // What the ranks would run there is learnt while the probes run (fingerprints_in).
+    if (!options.command.empty())
+      links->send(i, FingerprintRequestMsg{options.command, rank_cwd(), h.is_local ? env().local() : env().remote()});
     maybe_probe();
+  }
+
+  void handle(std::size_t i, FingerprintMsg m) {
+    Host& h = hosts[i];
+    if (h.fingerprint || !h.ready || options.command.empty())
+      throw ProtocolError(links->peer(i) + ": fingerprint out of turn");
+    h.fingerprint = std::move(m);
+    if (nics_decided && fingerprints_in()) on_decided();
   }
   void handle(std::size_t i, HeartbeatMsg m) {
     if (teardown.phase() == Phase::kRunning) stall.heartbeat(ranks_on(i), m.cpu_ms, Clock::now());

@@ -13,7 +13,7 @@
 #include "agent/wire/child_process.hpp"
 #include "agent/wire/error.hpp"
 #include "launcher/base/open_files_limit.hpp"
-#include "launcher/base/program_path.hpp"
+#include "agent/wire/program_path.hpp"
 
 namespace hvrun {
 

@@ -27,6 +27,7 @@ struct JobHost {
   std::optional<std::chrono::steady_clock::time_point> shell_since;
   std::optional<HelloMsg> hello;
   std::optional<ReadyMsg> ready;  // the agent has the job's secret and answers probes
+  std::optional<FingerprintMsg> fingerprint;  // what its ranks would run (asked for when there is a command)
 };
 
 }  // namespace hvrun

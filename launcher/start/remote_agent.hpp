@@ -50,7 +50,4 @@ class RemoteAgent final : public HostAgent {
   std::chrono::milliseconds shell_time_;
 };
 
-// Lowercase hex SHA-256 of a file's contents; throws SystemError naming the file.
-std::string sha256_file(const std::string& path);
-
 }  // namespace hvrun

@@ -1,4 +1,4 @@
-#include "launcher/base/program_path.hpp"
+#include "agent/wire/program_path.hpp"
 
 #include <unistd.h>
 
@@ -6,9 +6,9 @@
 
 namespace hvrun {
 
-std::optional<std::string> find_program(std::string_view name) {
-  const char* path = std::getenv("PATH");
-  std::string_view dirs = path != nullptr ? path : "/usr/bin:/bin";
+std::optional<std::string> find_program(std::string_view name, std::optional<std::string_view> path) {
+  const char* own = std::getenv("PATH");
+  std::string_view dirs = path ? *path : own != nullptr ? own : "/usr/bin:/bin";
   while (!dirs.empty()) {
     const auto colon = dirs.find(':');
     std::string dir(dirs.substr(0, colon));

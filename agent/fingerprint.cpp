@@ -1,0 +1,238 @@
+#include "agent/fingerprint.hpp"
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <optional>
+#include <regex>
+#include <sstream>
+
+#include "agent/wire/child_process.hpp"
+#include "agent/wire/error.hpp"
+#include "agent/wire/file_digest.hpp"
+#include "agent/wire/program_path.hpp"
+
+namespace hvrun {
+
+namespace {
+
+std::string absolute(const std::string& path, const std::string& cwd) {
+  if (path.empty() || path[0] == '/' || cwd.empty()) return path;
+  return cwd + "/" + path;
+}
+
+std::string basename_of(const std::string& path) {
+  const auto slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+bool is_python(const std::string& program) {
+  static const std::regex name("python[0-9.]*");
+  return std::regex_match(basename_of(program), name);
+}
+
+// The script of `python [options] SCRIPT args`: nothing for -m, -c or a script read from stdin.
+std::optional<std::string> python_script(const std::vector<std::string>& argv) {
+  for (std::size_t i = 1; i < argv.size(); ++i) {
+    const std::string& a = argv[i];
+    if (a == "-m" || a == "-c" || a == "-" || a.rfind("-m", 0) == 0 || a.rfind("-c", 0) == 0) return std::nullopt;
+    if (a == "-W" || a == "-X" || a == "--check-hash-based-pycs") {
+      ++i;  // the option's value
+      continue;
+    }
+    if (a == "--") return i + 1 < argv.size() ? std::optional(argv[i + 1]) : std::nullopt;
+    if (!a.empty() && a[0] == '-') continue;
+    return a;
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> entries_of(const std::string& dir) {
+  std::vector<std::string> names;
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return names;
+  while (const dirent* e = ::readdir(d))
+    if (e->d_name[0] != '.') names.emplace_back(e->d_name);
+  ::closedir(d);
+  return names;
+}
+
+std::string read_small(const std::string& path, std::size_t limit = 1u << 20) {
+  std::ifstream in(path, std::ios::binary);
+  std::string text(limit, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(limit));
+  text.resize(static_cast<std::size_t>(in.gcount()));
+  return text;
+}
+
+// The interpreter's version and sys.path, as the ranks' environment and working directory give them.
+std::optional<std::pair<std::string, std::vector<std::string>>> ask_python(const std::string& program,
+                                                                         const FingerprintRequestMsg& r) {
+  std::vector<std::string> env;
+  for (const auto& [name, value] : r.env) env.push_back(name + "=" + value);
+  ChildSpec spec{.argv = {program, "-c", "import sys; print(sys.version.split()[0]); print('\\n'.join(sys.path))"},
+                 .program = program,
+                 .env = std::move(env),
+                 .cwd = r.cwd,
+                 .stdio = {ChildStream::dev_null(), ChildStream::pipe("the interpreter's stdout"),
+                           ChildStream::dev_null()},
+                 .own_group = true,
+                 .what = program};
+  try {
+    Child child = Child::start(spec);
+    const auto out = child.read_outputs(kInterpreterTimeout, 1u << 20);
+    if (!out) return std::nullopt;  // the handle kills and reaps it
+    const auto status = child.wait_for(kInterpreterTimeout);
+    if (!status || status->code != 0) return std::nullopt;
+    std::istringstream lines(out->out);
+    std::string version;
+    std::getline(lines, version);
+    std::vector<std::string> path;
+    for (std::string line; std::getline(lines, line);) path.push_back(absolute(line.empty() ? "." : line, r.cwd));
+    return std::pair(version, path);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
+// `name`'s version in the first sys.path entry that has its metadata, as import would pick it.
+std::string package_version(const std::string& name, const std::vector<std::string>& sys_path) {
+  for (const std::string& dir : sys_path) {
+    for (const std::string& entry : entries_of(dir)) {
+      if (entry.size() <= name.size() + 1 || entry.compare(0, name.size() + 1, name + "-") != 0) continue;
+      if (!std::isdigit(static_cast<unsigned char>(entry[name.size() + 1]))) continue;
+      const bool dist = entry.ends_with(".dist-info"), egg = entry.ends_with(".egg-info");
+      if (!dist && !egg) continue;
+      if (std::string v = metadata_version(dir + "/" + entry); !v.empty()) return v;
+    }
+  }
+  return {};
+}
+
+std::string nccl_version(const FingerprintRequestMsg& r, const FingerprintRoots& roots) {
+  std::vector<std::string> dirs;
+  if (const auto it = r.env.find("LD_LIBRARY_PATH"); it != r.env.end()) {
+    std::istringstream parts(it->second);
+    for (std::string d; std::getline(parts, d, ':');)
+      if (!d.empty()) dirs.push_back(d);
+  }
+  dirs.insert(dirs.end(), roots.library_dirs.begin(), roots.library_dirs.end());
+  static const std::regex versioned("libnccl\\.so\\.([0-9]+\\.[0-9]+\\.[0-9]+)");
+  for (const std::string& dir : dirs)
+    for (const std::string& entry : entries_of(dir)) {
+      std::smatch m;
+      if (std::regex_match(entry, m, versioned)) return m[1];
+    }
+  static const std::regex field("#define NCCL_(MAJOR|MINOR|PATCH) ([0-9]+)");
+  for (const std::string& dir : roots.include_dirs) {
+    const std::string header = read_small(dir + "/nccl.h", 64u << 10);
+    std::map<std::string, std::string> parts;
+    for (std::sregex_iterator it(header.begin(), header.end(), field), end; it != end; ++it)
+      parts.emplace((*it)[1], (*it)[2]);
+    if (parts.size() == 3) return parts["MAJOR"] + "." + parts["MINOR"] + "." + parts["PATCH"];
+  }
+  return {};
+}
+
+std::string cuda_version(const FingerprintRoots& roots) {
+  static const std::regex json("\"cuda\"\\s*:\\s*\\{[^}]*\"version\"\\s*:\\s*\"([^\"]+)\"");
+  std::smatch m;
+  const std::string version_json = read_small(roots.cuda + "/version.json", 64u << 10);
+  if (std::regex_search(version_json, m, json)) return m[1];
+  static const std::regex header("#define CUDA_VERSION ([0-9]+)");
+  const std::string cuda_h = read_small(roots.cuda + "/include/cuda.h");
+  if (std::regex_search(cuda_h, m, header)) {
+    const int v = std::stoi(m[1]);
+    return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
+  }
+  return {};
+}
+
+int gpu_count(const FingerprintRoots& roots) {
+  struct stat st{};
+  if (::stat(roots.nvidia_gpus.c_str(), &st) != 0) return -1;
+  return static_cast<int>(entries_of(roots.nvidia_gpus).size());
+}
+
+}  // namespace
+
+std::string metadata_version(const std::string& dir) {
+  struct stat st{};
+  if (::stat(dir.c_str(), &st) != 0) return {};
+  std::string text;
+  if (S_ISDIR(st.st_mode)) {
+    text = read_small(dir + "/METADATA", 64u << 10);
+    if (text.empty()) text = read_small(dir + "/PKG-INFO", 64u << 10);
+  } else {
+    text = read_small(dir, 64u << 10);
+  }
+  static const std::regex version("(^|\\n)Version:[ \\t]*([^\\r\\n]+)");
+  std::smatch m;
+  return std::regex_search(text, m, version) ? std::string(m[2]) : std::string();
+}
+
+FingerprintMsg take_fingerprint(const FingerprintRequestMsg& r, const FingerprintRoots& roots) {
+  FingerprintMsg f;
+  f.gpus = gpu_count(roots);
+  f.nccl = nccl_version(r, roots);
+  f.cuda = cuda_version(roots);
+  if (r.argv.empty()) return f;
+  struct stat cwd{};
+  if (!r.cwd.empty() && ::stat(r.cwd.c_str(), &cwd) != 0) {
+    f.cwd_error = std::strerror(errno);
+    return f;
+  }
+  if (!r.cwd.empty() && !S_ISDIR(cwd.st_mode)) {
+    f.cwd_error = std::strerror(ENOTDIR);
+    return f;
+  }
+  const std::string& first = r.argv.front();
+  if (first.find('/') != std::string::npos) {
+    const std::string path = absolute(first, r.cwd);
+    if (::access(path.c_str(), X_OK) == 0) f.program = path;
+  } else {
+    const auto it = r.env.find("PATH");
+    if (auto found = find_program(first, it == r.env.end() ? std::optional<std::string_view>("/usr/bin:/bin")
+                                                            : std::optional<std::string_view>(it->second)))
+      f.program = absolute(*found, r.cwd);
+  }
+  if (f.program.empty()) return f;
+  if (!is_python(f.program)) {
+    struct stat st{};
+    if (::stat(f.program.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+        static_cast<std::uintmax_t>(st.st_size) <= kFingerprintHashLimit) {
+      try {
+        f.program_sha256 = sha256_file(f.program);
+      } catch (const Error&) {
+      }
+    }
+    return f;
+  }
+  if (const auto script = python_script(r.argv)) {
+    f.script = absolute(*script, r.cwd);
+    struct stat st{};
+    if (::stat(f.script.c_str(), &st) != 0) {
+      f.script_error = std::strerror(errno);
+    } else if (!S_ISREG(st.st_mode)) {
+      f.script_error = "not a regular file";
+    } else {
+      try {
+        f.script_sha256 = sha256_file(f.script);
+      } catch (const SystemError& e) {
+        f.script_error = std::strerror(e.code());
+      }
+    }
+  }
+  if (const auto py = ask_python(f.program, r)) {
+    f.python = py->first;
+    for (const std::string& name : kFingerprintPackages)
+      if (std::string v = package_version(name, py->second); !v.empty()) f.packages[name] = v;
+  }
+  return f;
+}
+
+}  // namespace hvrun

@@ -1,0 +1,142 @@
+// What ranks would run on a host (agent/fingerprint.hpp), learnt from files and the interpreter on this
+// machine, and how hosts' fingerprints are compared and worded (launcher/check/fingerprint_report.hpp).
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include "agent/fingerprint.hpp"
+#include "agent/wire/file_digest.hpp"
+#include "launcher/check/fingerprint_report.hpp"
+#include "tests/sshd_fixture.hpp"
+
+using namespace hvrun;
+namespace fs = std::filesystem;
+
+namespace {
+
+void write(const fs::path& p, const std::string& text) {
+  fs::create_directories(p.parent_path());
+  std::ofstream(p) << text;
+}
+
+FingerprintMsg python_print(const std::string& torch, const std::string& script_sha = "ab12") {
+  FingerprintMsg f;
+  f.program = "/usr/bin/python3";
+  f.script = "/w/train.py";
+  f.script_sha256 = script_sha + std::string(60, '0');
+  f.python = "3.11.2";
+  f.packages = {{"torch", torch}, {"horovod", "0.28.1"}};
+  return f;
+}
+
+}  // namespace
+
+TEST_CASE("fingerprint: a Python rank's script, interpreter, packages from metadata, NCCL, CUDA, GPUs",
+          "[fingerprint]") {
+  testing::TempDir dir;
+  const fs::path root = dir.path();
+  write(root / "site/torch-1.2.3.dist-info/METADATA", "Metadata-Version: 2.1\nName: torch\nVersion: 1.2.3\n");
+  write(root / "site/horovod-0.28.1.egg-info/PKG-INFO", "Name: horovod\nVersion: 0.28.1\n");
+  write(root / "site/torchvision-0.14.1.dist-info/METADATA", "Version: 0.14.1\n");  // not torch
+  write(root / "work/train.py", "print('hi')\n");
+  write(root / "cuda/version.json", R"({"cuda" : {"name" : "CUDA SDK", "version" : "12.4.1"}})");
+  write(root / "lib/libnccl.so.2.18.3", "");
+  fs::create_directories(root / "gpus/0000:01:00.0");
+  fs::create_directories(root / "gpus/0000:02:00.0");
+  const FingerprintRoots roots{(root / "gpus").string(), (root / "cuda").string(), {(root / "lib").string()}, {}};
+
+  FingerprintRequestMsg r{{"python3", "-u", "train.py", "--lr", "3"},
+                          (root / "work").string(),
+                          {{"PATH", "/usr/bin:/bin"}, {"PYTHONPATH", (root / "site").string()}}};
+  const FingerprintMsg f = take_fingerprint(r, roots);
+  CHECK(f.cwd_error.empty());
+  CHECK(f.program == "/usr/bin/python3");
+  CHECK(f.program_sha256.empty());  // an interpreter: its script is what is compared
+  CHECK(f.script == (root / "work/train.py").string());
+  CHECK(f.script_sha256 == sha256_file((root / "work/train.py").string()));
+  CHECK(f.script_error.empty());
+  CHECK_THAT(f.python, Catch::Matches("3\\.[0-9]+\\.[0-9]+.*"));
+  // PYTHONPATH comes first in sys.path, as import would pick it over the system's torch.
+  CHECK(f.packages == std::map<std::string, std::string>{{"torch", "1.2.3"}, {"horovod", "0.28.1"}});
+  CHECK(f.nccl == "2.18.3");
+  CHECK(f.cuda == "12.4.1");
+  CHECK(f.gpus == 2);
+
+  SECTION("a script that is not there") {
+    r.argv = {"/usr/bin/python3", "missing.py"};
+    const FingerprintMsg g = take_fingerprint(r, roots);
+    CHECK(g.script == (root / "work/missing.py").string());
+    CHECK(g.script_error == "No such file or directory");
+  }
+  SECTION("python -m and -c have no script") {
+    r.argv = {"python3", "-m", "torch.distributed.run"};
+    CHECK(take_fingerprint(r, roots).script.empty());
+    r.argv = {"python3", "-c", "print(1)"};
+    CHECK(take_fingerprint(r, roots).script.empty());
+  }
+  SECTION("a program that is not an interpreter is hashed; one not on PATH is not found") {
+    r.argv = {"true"};
+    const FingerprintMsg g = take_fingerprint(r, roots);
+    CHECK((g.program == "/usr/bin/true" || g.program == "/bin/true"));
+    CHECK(g.program_sha256 == sha256_file(g.program));
+    CHECK(g.python.empty());
+    r.argv = {"hvrun-no-such-program-xyz"};
+    CHECK(take_fingerprint(r, roots).program.empty());
+  }
+  SECTION("a working directory that does not exist") {
+    r.cwd = (root / "nowhere").string();
+    const FingerprintMsg g = take_fingerprint(r, roots);
+    CHECK(g.cwd_error == "No such file or directory");
+    CHECK(g.program.empty());
+  }
+  SECTION("no NVIDIA driver, CUDA from its header, NCCL from its header") {
+    write(root / "cuda2/include/cuda.h", "#define CUDA_VERSION 13000\n");
+    write(root / "inc/nccl.h", "#define NCCL_MAJOR 2\n#define NCCL_MINOR 28\n#define NCCL_PATCH 9\n");
+    const FingerprintRoots other{(root / "no-gpus").string(), (root / "cuda2").string(), {}, {(root / "inc").string()}};
+    const FingerprintMsg g = take_fingerprint(r, other);
+    CHECK(g.gpus == -1);
+    CHECK(g.cuda == "13.0");
+    CHECK(g.nccl == "2.28.9");
+  }
+}
+
+TEST_CASE("fingerprint report: only the odd hosts out are named; what would fail at once refuses the job",
+          "[fingerprint]") {
+  const std::vector<std::string> argv{"python3", "train.py"};
+  std::vector<HostFingerprint> hosts{{"lab0", 2, python_print("1.13.0a0")},
+                                     {"lab1", 2, python_print("1.13.0a0")},
+                                     {"lab2", 2, python_print("1.12.1", "cd34")}};
+  FingerprintReport r = compare_fingerprints(hosts, argv, "/w");
+  CHECK(r.refusals.empty());
+  CHECK(r.differences == std::vector<std::string>{
+                             "lab2: train.py differs (sha256 cd3400000000); lab[0-1]: sha256 ab1200000000",
+                             "lab2: torch 1.12.1; lab[0-1]: 1.13.0a0"});
+
+  hosts[2].fingerprint = python_print("1.13.0a0");
+  r = compare_fingerprints(hosts, argv, "/w");
+  CHECK(r.differences.empty());
+  CHECK(r.same == "train.py sha256 ab1200000000, Python 3.11.2, horovod 0.28.1, torch 1.13.0a0");
+
+  hosts[1].fingerprint.packages.erase("torch");  // not installed there
+  hosts[2].fingerprint.gpus = 1;
+  hosts[0].fingerprint.gpus = hosts[1].fingerprint.gpus = 4;
+  r = compare_fingerprints(hosts, argv, "/w");
+  CHECK(r.differences == std::vector<std::string>{"lab1: torch none; lab[0,2]: 1.13.0a0",
+                                                  "lab2: GPUs 1; lab[0-1]: 4", "lab2: 2 ranks but 1 GPU"});
+
+  hosts[1].fingerprint.script_sha256.clear();
+  hosts[1].fingerprint.script_error = "No such file or directory";
+  hosts[2].fingerprint.program.clear();
+  r = compare_fingerprints(hosts, argv, "/w");
+  CHECK(r.refusals == std::vector<std::string>{
+                          "lab2: 'python3' is not on the ranks' PATH there; install it there, or give its full path",
+                          "lab1: the script /w/train.py cannot be read there (No such file or directory); copy it "
+                          "there, or start hvrun from a directory every host shares"});
+  CHECK(r.differences.empty());  // refused: nothing else is compared
+
+  hosts[0].fingerprint.cwd_error = "No such file or directory";
+  r = compare_fingerprints(hosts, argv, "/w");
+  CHECK(r.refusals.front() ==
+        "working directory '/w' does not exist on lab0; create it there or start hvrun from a directory every host has");
+}
