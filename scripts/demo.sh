@@ -6,7 +6,8 @@
 # hosts, and removes the lab again.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-"$root/scripts/setup.sh"
+# Only what the demo runs: hvrun, its agent and the allreduce benchmark (the tests build in test.sh).
+"$root/scripts/setup.sh" hvrun hvrun-agent hvrun-allreduce-bench
 build=${BUILD_DIR:-$root/build}
 hvrun="$build/cmd/hvrun"
 bench="$build/collectives/hvrun-allreduce-bench"

@@ -2,7 +2,7 @@
 # Installs every Debian package that hvrun's build, tests and lab need, then configures and builds
 # into build/. Idempotent. As root it installs with apt-get; otherwise, when something is missing, it
 # prints the exact apt-get line and stops.
-#   BUILD_DIR=build  CMAKE_ARGS="-DHVRUN_WITH_NCCL=OFF"  scripts/setup.sh
+#   BUILD_DIR=build  CMAKE_ARGS="-DHVRUN_WITH_NCCL=OFF"  scripts/setup.sh [TARGET...]
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -35,4 +35,7 @@ ensure_packages setup.sh "${packages[@]}"
 
 # shellcheck disable=SC2086  # CMAKE_ARGS is a list of words on purpose
 cmake -S "$root" -B "$build_dir" -G Ninja ${CMAKE_ARGS:-}
-cmake --build "$build_dir" -j "$(nproc)"
+# Arguments name the targets to build (demo.sh builds only what it runs); none: all of them.
+targets=()
+(($# == 0)) || targets=(--target "$@")
+cmake --build "$build_dir" -j "$(nproc)" "${targets[@]}"

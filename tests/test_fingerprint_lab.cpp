@@ -33,7 +33,7 @@ struct SharedDir {
 
 }  // namespace
 
-TEST_CASE("fingerprints across lab hosts: a stale script and another torch are named; a missing script refuses",
+TEST_CASE("fingerprints across lab hosts: a stale script and another torch are named, a missing script refuses",
           "[lab][fingerprint]") {
   HVRUN_SKIP_WITHOUT_LAB();
   Lab lab(3);

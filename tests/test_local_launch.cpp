@@ -100,7 +100,7 @@ TEST_CASE("without a writable TMPDIR the ranks run without the crash handler, an
   CHECK(wait_until_gone(marker, 2s).empty());
 }
 
-TEST_CASE("the crash handler is preloaded, after it the user's LD_PRELOAD; HVRUN_CRASH_HANDLER=0 turns it off",
+TEST_CASE("the crash handler is preloaded, after it the user's LD_PRELOAD, and HVRUN_CRASH_HANDLER=0 turns it off",
           "[integration]") {
   auto on = run(hvrun_args({"-np", "1", "-x", "LD_PRELOAD=", "sh", "-c", "echo preload=$LD_PRELOAD stacks=$HVRUN_STACK_DIR"}),
                 20s);
@@ -159,7 +159,7 @@ TEST_CASE("hvrun killed by SIGKILL leaves no rank running", "[integration]") {
   CHECK(left.empty());
 }
 
-TEST_CASE("output keeps its lines: \\r, a last line without newline, files per rank", "[integration]") {
+TEST_CASE("output keeps its lines: a carriage return, a last line without newline, files per rank", "[integration]") {
   const auto dir = std::filesystem::temp_directory_path() / ("hvrun-out-" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   auto r = run(hvrun_args({"-np", "2", "--output-filename", dir.string(), "sh", "-c",
@@ -243,7 +243,7 @@ TEST_CASE("oversubscription: -np above the slots warns once and spreads ranks in
   CHECK_THAT(strict.err, Catch::Contains("6") && Catch::Contains("3"));
 }
 
-TEST_CASE("the user's -x wins over the rank contract; a NIC no host can use is named once, still honoured",
+TEST_CASE("the user's -x wins over the rank contract, and a NIC no host can use is named once, still honoured",
           "[integration]") {
   auto r = run(hvrun_args({"-H", "localhost:2", "-x", "MASTER_PORT=29500", "-x", "NCCL_SOCKET_IFNAME=enp", "-x",
                            "RANK=user", "sh", "-c", "echo P=$MASTER_PORT N=$NCCL_SOCKET_IFNAME R=$RANK L=$LOCAL_RANK"}),
