@@ -509,7 +509,8 @@ struct Job::Impl {
     if (h.fingerprint || !h.ready || options.command.empty())
       throw ProtocolError(links->peer(i) + ": fingerprint out of turn");
     h.fingerprint = std::move(m);
-    if (nics_decided && fingerprints_in()) on_decided();
+    // The job may have begun to end while it waited (a signal, a lost host): then nothing starts.
+    if (nics_decided && fingerprints_in() && !teardown.tearing_down()) on_decided();
   }
   void handle(std::size_t i, HeartbeatMsg m) {
     if (teardown.phase() == Phase::kRunning) stall.heartbeat(ranks_on(i), m.cpu_ms, Clock::now());
