@@ -970,10 +970,15 @@ cmd_slow_shell() {
   check_index "$1"
   [[ $2 =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "slow-shell: SECONDS must be a number, not '$2'"
   local i=$1 d=${HDIR[$1]}
+  rm -rf "$d"/slept.*
   if [[ $2 =~ ^0+(\.0+)?$ ]]; then
     rm -f "$d/slow_shell.sh"
   else
-    printf 'sleep %s\n' "$2" >"$d/slow_shell.sh"
+    # Once per session: bash reads BASH_ENV in every non-interactive bash the session runs (with
+    # LAB_SKIP_BASHRC=0 not in the login shell itself, which reads ~/.bashrc instead, but in each bash
+    # script that ~/.bashrc runs, such as pyenv's); the first of them sleeps, the others find its mark.
+    printf '%s\n' 'read -r _ _ _ _ _ hvlab_sid _ </proc/$$/stat' \
+      "mkdir \"$d/slept.\$hvlab_sid\" 2>/dev/null && sleep $2" 'unset hvlab_sid' >"$d/slow_shell.sh"
   fi
   write_sshd_config "$i"
   stop_sshd "$i"
