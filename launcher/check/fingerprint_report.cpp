@@ -82,8 +82,10 @@ FingerprintReport compare_fingerprints(const std::vector<HostFingerprint>& hosts
     std::string name;
     std::function<std::string(const FingerprintMsg&)> value;
     bool hash = false;  // a file's content: "differs (sha256 ...)"
+    bool agreed = true;  // named in `same` when every host has one value (not the program's path)
   };
-  std::vector<Field> fields{{basename_of(program) + " (the program)", [](const auto& f) { return f.program; }}};
+  std::vector<Field> fields{
+      {basename_of(program) + " (the program)", [](const auto& f) { return f.program; }, false, false}};
   if (!first.program_sha256.empty() || !first.script.empty()) {
     if (first.script.empty())
       fields.push_back({basename_of(first.program), [](const auto& f) { return f.program_sha256; }, true});
@@ -109,10 +111,7 @@ FingerprintReport compare_fingerprints(const std::vector<HostFingerprint>& hosts
     const auto groups = groups_by(hosts, field.value);
     if (groups.size() == 1) {
       const std::string& v = groups.front().first;
-      if (!v.empty() && !field.hash && field.name.find("(the program)") == std::string::npos)
-        same.push_back(field.name + " " + v);
-      else if (!v.empty() && field.hash)
-        same.push_back(field.name + " " + short_hash(v));
+      if (!v.empty() && field.agreed) same.push_back(field.name + " " + (field.hash ? short_hash(v) : v));
       continue;
     }
     std::string line;
