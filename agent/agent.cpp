@@ -12,6 +12,7 @@
 
 #include <utility>  // before Asio: docs/DESIGN.md §8
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -33,6 +34,7 @@
 #include "agent/proc_scan.hpp"
 #include "agent/rank_tools.hpp"
 #include "agent/stack_collector.hpp"
+#include "agent/sync_check.hpp"
 #include "agent/output_flow.hpp"
 #include "agent/rank_table.hpp"
 #include "agent/wire/control_message.hpp"
@@ -126,6 +128,7 @@ struct Agent::Impl {
   bool sent_sigkill = false;      // hvrun's own SIGKILL went to the groups
   bool report_cpu = false;              // JobMsg::report_cpu
   std::map<pid_t, long long> cpu_seen;  // each rank process's CPU at the previous heartbeat
+  SyncChecker sync_checker;  // after io: its thread is joined before io goes
 
   void send(const ControlMessage& msg) { channel.send(FrameType::kControl, encode_control(msg)); }
 
@@ -256,6 +259,15 @@ struct Agent::Impl {
 
   // Before the launch: nothing of the ranks runs yet, and the interpreter's run is bounded.
   void handle(const FingerprintRequestMsg& m) { send(take_fingerprint(m)); }
+
+  // --sync: hashing may take seconds, so it runs beside the loop that answers probes and heartbeats.
+  void handle(const SyncCheckMsg& m) {
+    sync_checker.start(m.files, [this](std::vector<int> need) {
+      asio::post(io, [this, need = std::move(need)] {
+        if (!state.finished()) send(SyncNeedMsg{need});
+      });
+    });
+  }
 
   // Every rank still running (no answer at all before the launch: nothing runs).
   void handle(const StacksRequestMsg& m) {

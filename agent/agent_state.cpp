@@ -33,6 +33,9 @@ AgentState::Decision AgentState::on_message(const ControlMessage& msg) {
         } else if constexpr (std::is_same_v<M, FingerprintRequestMsg>) {
           if (phase_ != Phase::kJobKnown) throw ProtocolError("launcher: fingerprint request out of turn");
           return {};
+        } else if constexpr (std::is_same_v<M, SyncCheckMsg>) {
+          if (phase_ != Phase::kJobKnown) throw ProtocolError("launcher: sync check out of turn");
+          return {};
         } else if constexpr (std::is_same_v<M, StacksRequestMsg>) {
           // Before the launch there is no rank to ask; the agent answers with an empty list then.
           if (phase_ == Phase::kAwaitingJob) throw ProtocolError("launcher: stacks request before the job message");

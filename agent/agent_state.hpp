@@ -8,7 +8,7 @@
 //   kAwaitingJob -> kJobKnown   (job: the secret, the heartbeat period, the store; refused a second time)
 //   kJobKnown    -> kLaunched   (launch: the ranks start; refused before the job and a second time)
 //   any phase    -> kDone       (finish(): the channel is closed and the loop stops)
-// The fingerprint request is accepted after the job and before the launch.
+// The fingerprint request and the sync check are accepted after the job and before the launch.
 // Heartbeats, acks, terminate and shutdown are accepted in every phase; probe requests and the Horovod
 // rendezvous request and the stacks request from the job on, the rendezvous only while none is served. Every other message
 // type is the launcher's to receive, never the agent's: refused.

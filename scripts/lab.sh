@@ -33,6 +33,10 @@
 #   slow-shell I S  every ssh session on host I sleeps S seconds in bash before its command (BASH_ENV,
 #                   set by host I's sshd, which is restarted): a host whose login shell alone is slow.
 #                   S = 0 undoes it. Until down.
+#   serial-shell S  every ssh session on every host holds one lab-wide lock for S seconds in bash before
+#                   its command (flock on LAB_DIR/serial-shell.lock): a login shell whose start-up takes a
+#                   lock in a shared home (pyenv init, conda), so N hosts' shells run one after another.
+#                   S = 0 undoes it. Until down.
 #   bind I SRC DST [SRC DST]...  restart host I's sshd in a mount namespace of its own where each DST
 #                   (a file or directory that exists) shows SRC's content: a host with another copy of a
 #                   script, an empty directory where the others have one, another package's metadata.
@@ -987,6 +991,31 @@ cmd_slow_shell() {
   log "slow-shell: every ssh session on host $i now waits $2 s in bash first"
 }
 
+cmd_serial_shell() {
+  (($# == 1)) || die "usage: lab.sh serial-shell SECONDS"
+  load_state
+  need_sshd
+  [[ $1 =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "serial-shell: SECONDS must be a number, not '$1'"
+  local i d
+  for ((i = 0; i < LAB_N; i++)); do
+    d=${HDIR[$i]}
+    rm -rf "$d"/slept.*
+    if [[ $1 =~ ^0+(\.0+)?$ ]]; then
+      rm -f "$d/slow_shell.sh"
+    else
+      # Once per session, as slow-shell's; the lock is the whole lab's, so sessions queue for it.
+      printf '%s\n' 'read -r _ _ _ _ _ hvlab_sid _ </proc/$$/stat' \
+        "mkdir \"$d/slept.\$hvlab_sid\" 2>/dev/null && flock \"$LAB_DIR/serial-shell.lock\" sleep $1" \
+        'unset hvlab_sid' >"$d/slow_shell.sh"
+    fi
+    write_sshd_config "$i"
+    stop_sshd "$i"
+    start_sshd "$i"
+  done
+  for ((i = 0; i < LAB_N; i++)); do wait_listening "$i"; done
+  log "serial-shell: every ssh session on every host now holds the lab's lock for $1 s in bash first"
+}
+
 cmd_rekey() {
   one_host rekey "$@"
   need_sshd
@@ -1036,6 +1065,7 @@ main() {
     ssh-start) cmd_ssh_start "$@" ;;
     rekey) cmd_rekey "$@" ;;
     slow-shell) cmd_slow_shell "$@" ;;
+    serial-shell) cmd_serial_shell "$@" ;;
     hide-libs) cmd_hide_libs "$@" ;;
     bind) cmd_bind "$@" ;;
     status) cmd_status "$@" ;;

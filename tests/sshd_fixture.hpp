@@ -114,7 +114,9 @@ inline std::string read_text(const std::filesystem::path& path) {
   return text.str();
 }
 
+// Writes `text` to `path`, making its missing parent directories.
 inline void write_text(const std::filesystem::path& path, const std::string& text) {
+  if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << text;
   if (!out) throw std::runtime_error("cannot write " + path.string());

@@ -37,18 +37,23 @@ TEST_CASE("agent state: the job comes first, once; then probes, the rendezvous a
                        Catch::Message("launcher: Horovod rendezvous request before the job message"));
   CHECK_THROWS_MATCHES(s.on_message(hvrun::FingerprintRequestMsg{}), ProtocolError,
                        Catch::Message("launcher: fingerprint request out of turn"));
+  CHECK_THROWS_MATCHES(s.on_message(hvrun::SyncCheckMsg{}), ProtocolError,
+                       Catch::Message("launcher: sync check out of turn"));
   CHECK(s.phase() == Phase::kAwaitingJob);
 
   check_nothing(s.on_message(hvrun::JobMsg{}));
   CHECK(s.phase() == Phase::kJobKnown);
   CHECK_THROWS_MATCHES(s.on_message(hvrun::JobMsg{}), ProtocolError,
                        Catch::Message("launcher: a second job message"));
+  check_nothing(s.on_message(hvrun::SyncCheckMsg{}));
   check_nothing(s.on_message(hvrun::FingerprintRequestMsg{}));
   check_nothing(s.on_message(hvrun::ProbeRequestMsg{}));
   check_nothing(s.on_message(hvrun::ProbeRequestMsg{}));  // a retry round
   check_nothing(s.on_message(hvrun::LaunchMsg{}));
   CHECK_THROWS_MATCHES(s.on_message(hvrun::FingerprintRequestMsg{}), ProtocolError,
                        Catch::Message("launcher: fingerprint request out of turn"));
+  CHECK_THROWS_MATCHES(s.on_message(hvrun::SyncCheckMsg{}), ProtocolError,
+                       Catch::Message("launcher: sync check out of turn"));
   CHECK(s.phase() == Phase::kLaunched);
   CHECK_THROWS_MATCHES(s.on_message(hvrun::LaunchMsg{}), ProtocolError,
                        Catch::Message("launcher: a second launch request"));

@@ -113,6 +113,9 @@ TEST_CASE("bad-input catalogue on this host", "[integration][bad-input]") {
   write_text(empty, "# nothing here\n\n");
   const std::string missing = (dir.path() / "no-such-hostfile").string();
   const std::string no_key = (dir.path() / "no-such-key").string();
+  const std::string sync_dir = (dir.path() / "proj").string();
+  fs::create_directories(sync_dir);
+  write_text(sync_dir + "/train.py", "print('x')\n");
 
   const auto usage = 5s;
   const std::vector<BadInput> cases{
@@ -161,6 +164,20 @@ TEST_CASE("bad-input catalogue on this host", "[integration][bad-input]") {
       // Conflicts.
       {"-H with --hostfile", {"-H", "a", "--hostfile", bad_line, "true"}, 2, usage,
        {"-H/--hosts and --hostfile exclude each other"}},
+      {"--sync naming no directory", {"--sync", missing, "-H", "localhost", "true"}, 2, usage,
+       {"--sync " + missing + ": No such file or directory; give a directory that exists here"}},
+      {"--sync naming a file", {"--sync", sync_dir + "/train.py", "-H", "localhost", "true"}, 2, usage,
+       {"--sync " + sync_dir + "/train.py: not a directory; give the directory that holds it"}},
+      {"--sync over --sync-limit", {"--sync", sync_dir, "--sync-limit", "4", "-H", "localhost", "true"}, 2, usage,
+       {"--sync: the directories hold 11 bytes in 1 file, more than --sync-limit 4 bytes; sync a smaller "
+        "directory or raise --sync-limit"}},
+      {"--sync-limit not a size", {"--sync", sync_dir, "--sync-limit", "lots", "true"}, 2, usage,
+       {"--sync-limit", "lots"}},
+      {"--sync with --rsh-agent", {"--sync", sync_dir, "--rsh-agent", "ssh", "-H", "a,b", "true"}, 2, usage,
+       {"--sync copies files over hvrun's own SSH, which --rsh-agent replaces; copy the directory to the hosts "
+        "yourself, or start with --launcher ssh"}},
+      {"--sync with --dry-run", {"--sync", sync_dir, "--dry-run", "true"}, 2, usage,
+       {"--sync copies files to the hosts, which --dry-run never contacts; drop one of them"}},
       {"--check-only with --dry-run", {"--check-only", "--dry-run", "-H", "localhost"}, 2, usage,
        {"--check-only and --dry-run exclude each other", "give one of them"}},
       {"--json without --check-only", {"--json", "true"}, 2, usage, {"--json", "add --check-only"}},

@@ -644,3 +644,42 @@ TEST_CASE("fault catalogue: a host whose login shell alone is slow is waited for
     CHECK(job.last_teardown < 5s);
   }
 }
+
+TEST_CASE("fault catalogue: login shells that take a lock one after another at 32 hosts start, as mpirun's do",
+          "[lab][faults]") {
+  HVRUN_SKIP_WITHOUT_LAB();
+  constexpr int kHosts = 32;
+  // `-np 32` over every host, a rank each; --start-timeout 5 is far less than the shells take in all.
+  const auto job_on = [](const Lab& lab, const TempHome& home, const std::string& start_timeout) {
+    std::string hosts;
+    for (int i = 0; i < kHosts; ++i) hosts += (i ? "," : "") + lab.host(i);
+    return hvrun_on(lab, home,
+                    {"-np", std::to_string(kHosts), "-H", hosts, "--start-timeout", start_timeout, "--verbose",
+                     "/bin/sh", "-c", "echo ready-$HVRUN_RANK"});
+  };
+  {
+    INFO("every session holds the lab's lock 0.5 s in its shell (pyenv init in a shared home): the last host's agent "
+         "starts after 15 s, and the job waits for it");
+    Lab lab(kHosts);
+    TempHome home;
+    REQUIRE(lab.control({"serial-shell", "0.5"}) == 0);
+    auto r = run(job_on(lab, home, "5"), 240s);
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 0);
+    CHECK(count_of(r.out, "<stdout>:ready-") == kHosts);
+    CHECK(r.elapsed > 15s);  // the shells did queue: 31 of them, 0.5 s each
+    CHECK_THAT(r.err, Catch::Matches("[\\s\\S]*hvrun: timings: login shells \\(exec request to the agent's first "
+                                     "bytes\\): median [0-9.]+ s, slowest [^ ]+ [1-9][0-9](\\.[0-9]+)? s\n[\\s\\S]*"));
+  }
+  {
+    INFO("the machine's own ~/.bashrc in every session (LAB_SKIP_BASHRC=0: here it runs pyenv init, which takes a "
+         "lock in ~/.pyenv/shims; 32 of them took 121 s under mpirun), under the default --start-timeout (30 s, "
+         "where hvrun used to give up)");
+    Lab lab(kHosts, Lab::default_prefix(), {"LAB_SKIP_BASHRC=0"});
+    TempHome home;
+    auto r = run(job_on(lab, home, "30"), 330s);
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 0);
+    CHECK(count_of(r.out, "<stdout>:ready-") == kHosts);
+  }
+}

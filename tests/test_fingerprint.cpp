@@ -15,11 +15,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-void write(const fs::path& p, const std::string& text) {
-  fs::create_directories(p.parent_path());
-  std::ofstream(p) << text;
-}
-
 FingerprintMsg python_print(const std::string& torch, const std::string& script_sha = "ab12") {
   FingerprintMsg f;
   f.program = "/usr/bin/python3";
@@ -36,12 +31,12 @@ TEST_CASE("fingerprint: a Python rank's script, interpreter, packages from metad
           "[fingerprint]") {
   testing::TempDir dir;
   const fs::path root = dir.path();
-  write(root / "site/torch-1.2.3.dist-info/METADATA", "Metadata-Version: 2.1\nName: torch\nVersion: 1.2.3\n");
-  write(root / "site/horovod-0.28.1.egg-info/PKG-INFO", "Name: horovod\nVersion: 0.28.1\n");
-  write(root / "site/torchvision-0.14.1.dist-info/METADATA", "Version: 0.14.1\n");  // not torch
-  write(root / "work/train.py", "print('hi')\n");
-  write(root / "cuda/version.json", R"({"cuda" : {"name" : "CUDA SDK", "version" : "12.4.1"}})");
-  write(root / "lib/libnccl.so.2.18.3", "");
+  testing::write_text(root / "site/torch-1.2.3.dist-info/METADATA", "Metadata-Version: 2.1\nName: torch\nVersion: 1.2.3\n");
+  testing::write_text(root / "site/horovod-0.28.1.egg-info/PKG-INFO", "Name: horovod\nVersion: 0.28.1\n");
+  testing::write_text(root / "site/torchvision-0.14.1.dist-info/METADATA", "Version: 0.14.1\n");  // not torch
+  testing::write_text(root / "work/train.py", "print('hi')\n");
+  testing::write_text(root / "cuda/version.json", R"({"cuda" : {"name" : "CUDA SDK", "version" : "12.4.1"}})");
+  testing::write_text(root / "lib/libnccl.so.2.18.3", "");
   fs::create_directories(root / "gpus/0000:01:00.0");
   fs::create_directories(root / "gpus/0000:02:00.0");
   const FingerprintRoots roots{(root / "gpus").string(), (root / "cuda").string(), {(root / "lib").string()}, {}};
@@ -91,8 +86,8 @@ TEST_CASE("fingerprint: a Python rank's script, interpreter, packages from metad
     CHECK(g.program.empty());
   }
   SECTION("no NVIDIA driver, CUDA from its header, NCCL from its header") {
-    write(root / "cuda2/include/cuda.h", "#define CUDA_VERSION 13000\n");
-    write(root / "inc/nccl.h", "#define NCCL_MAJOR 2\n#define NCCL_MINOR 28\n#define NCCL_PATCH 9\n");
+    testing::write_text(root / "cuda2/include/cuda.h", "#define CUDA_VERSION 13000\n");
+    testing::write_text(root / "inc/nccl.h", "#define NCCL_MAJOR 2\n#define NCCL_MINOR 28\n#define NCCL_PATCH 9\n");
     const FingerprintRoots other{(root / "no-gpus").string(), (root / "cuda2").string(), {}, {(root / "inc").string()}};
     const FingerprintMsg g = take_fingerprint(r, other);
     CHECK(g.gpus == -1);
@@ -110,7 +105,8 @@ TEST_CASE("fingerprint report: only the odd hosts out are named; what would fail
   FingerprintReport r = compare_fingerprints(hosts, argv, "/w");
   CHECK(r.refusals.empty());
   CHECK(r.differences == std::vector<std::string>{
-                             "lab2: train.py differs (sha256 cd3400000000); lab[0-1]: sha256 ab1200000000",
+                             "lab2: train.py differs (sha256 cd3400000000); lab[0-1]: sha256 ab1200000000; make it the same "
+                             "everywhere with --sync /w",
                              "lab2: torch 1.12.1; lab[0-1]: 1.13.0a0"});
 
   hosts[2].fingerprint = python_print("1.13.0a0");
@@ -132,7 +128,7 @@ TEST_CASE("fingerprint report: only the odd hosts out are named; what would fail
   CHECK(r.refusals == std::vector<std::string>{
                           "lab2: 'python3' is not on the ranks' PATH there; install it there, or give its full path",
                           "lab1: the script /w/train.py cannot be read there (No such file or directory); copy it "
-                          "there, or start hvrun from a directory every host shares"});
+                          "there (--sync /w does), or start hvrun from a directory every host shares"});
   CHECK(r.differences.empty());  // refused: nothing else is compared
 
   hosts[0].fingerprint.cwd_error = "No such file or directory";

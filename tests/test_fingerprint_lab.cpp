@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "launcher/base/host_names.hpp"
+#include "tests/sshd_fixture.hpp"
 #include "tests/support/child_process.hpp"
 #include "tests/support/lab.hpp"
 #include "tests/support/lab_hvrun.hpp"
@@ -16,35 +17,20 @@
 using namespace hvrun::test;
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
-
-namespace {
-
-void write(const fs::path& p, const std::string& text) {
-  fs::create_directories(p.parent_path());
-  std::ofstream(p) << text;
-}
-
-// A folder every lab host sees (they share this machine's file system), removed at the end.
-struct SharedDir {
-  fs::path dir = fs::temp_directory_path() / ("hvrun-fingerprint-" + std::to_string(::getpid()));
-  SharedDir() { fs::create_directories(dir); }
-  ~SharedDir() { fs::remove_all(dir); }
-};
-
-}  // namespace
+using hvrun::testing::write_text;
 
 TEST_CASE("fingerprints across lab hosts: a stale script and another torch are named, a missing script refuses",
           "[lab][fingerprint]") {
   HVRUN_SKIP_WITHOUT_LAB();
   Lab lab(3);
   TempHome home;
-  SharedDir shared;
+  SharedDir shared("fingerprint");
   const std::string h0 = lab.host(0), h1 = lab.host(1), h2 = lab.host(2);
   const fs::path work = shared.dir / "work", script = work / "train.py";
-  write(script, "print('trained')\n");
-  write(shared.dir / "stale/train.py", "print('an older copy')\n");
-  write(shared.dir / "site/torch-1.13.0.dist-info/METADATA", "Name: torch\nVersion: 1.13.0\n");
-  write(shared.dir / "other-torch/METADATA", "Name: torch\nVersion: 1.12.1\n");
+  write_text(script, "print('trained')\n");
+  write_text(shared.dir / "stale/train.py", "print('an older copy')\n");
+  write_text(shared.dir / "site/torch-1.13.0.dist-info/METADATA", "Name: torch\nVersion: 1.13.0\n");
+  write_text(shared.dir / "other-torch/METADATA", "Name: torch\nVersion: 1.12.1\n");
   fs::create_directories(shared.dir / "empty");
   const std::vector<std::string> job{"-H", h0 + "," + h1 + "," + h2, "-x", "PYTHONPATH=" + (shared.dir / "site").string(),
                                      "/usr/bin/python3", script.string()};
@@ -79,8 +65,8 @@ TEST_CASE("fingerprints across lab hosts: a stale script and another torch are n
     INFO(r.out << r.err);
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.err, Catch::Contains("hvrun: error: " + h2 + ": the script " + script.string() +
-                                      " cannot be read there (No such file or directory); copy it there, or start "
-                                      "hvrun from a directory every host shares"));
+                                      " cannot be read there (No such file or directory); copy it there (--sync " +
+                                      work.string() + " does), or start hvrun from a directory every host shares"));
     CHECK(r.out.empty());  // no rank ran anywhere
   }
   {

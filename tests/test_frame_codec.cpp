@@ -90,6 +90,12 @@ TEST_CASE("control messages round-trip and reject malformed input", "[wire]") {
   const auto req = std::get<FingerprintRequestMsg>(
       decode_control(encode_control(FingerprintRequestMsg{{"python3", "x.py"}, "/w", {{"PATH", "/bin"}}}), "p"));
   CHECK(req.env.at("PATH") == "/bin");
+  const auto check = std::get<SyncCheckMsg>(
+      decode_control(encode_control(SyncCheckMsg{{{"/w/caf\xe9.py", "5000000000", "ab"}}}), "p"));
+  REQUIRE(check.files.size() == 1);
+  CHECK(check.files[0].path == "/w/caf\xe9.py");
+  CHECK(check.files[0].size == "5000000000");  // beyond int: text
+  CHECK(std::get<SyncNeedMsg>(decode_control(encode_control(SyncNeedMsg{{0, 3}}), "p")).need == std::vector<int>{0, 3});
 
   for (const char* bad : {"", "{", "[]", R"({"type":7})", R"({"type":"nope"})", R"({"type":"exited","rank":"x"})",
                           R"({"type":"hello"})"}) {

@@ -59,6 +59,9 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(FatalMsg, error)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(FingerprintRequestMsg, argv, cwd, env)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(FingerprintMsg, cwd_error, program, program_sha256, script, script_sha256, script_error, python,
                                    packages, nccl, cuda, gpus)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(SyncFile, path, size, sha256)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(SyncCheckMsg, files)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(SyncNeedMsg, need)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TerminateMsg, grace_ms)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(OutputAckMsg, bytes)
 
@@ -117,6 +120,8 @@ HVRUN_MESSAGE_NAME(StacksRequestMsg, "stacks_request")
 HVRUN_MESSAGE_NAME(StacksMsg, "stacks")
 HVRUN_MESSAGE_NAME(FingerprintRequestMsg, "fingerprint_request")
 HVRUN_MESSAGE_NAME(FingerprintMsg, "fingerprint")
+HVRUN_MESSAGE_NAME(SyncCheckMsg, "sync_check")
+HVRUN_MESSAGE_NAME(SyncNeedMsg, "sync_need")
 #undef HVRUN_MESSAGE_NAME
 
 // A JSON value that is not a number, or a number an int holds exactly.

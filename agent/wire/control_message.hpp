@@ -16,7 +16,7 @@ namespace hvrun {
 // Raised whenever a control message changes (a field added, removed or changing meaning). HelloMsg
 // carries it and the launcher refuses an agent of another one, so neither side misreads the other.
 // An agent whose hello lacks it speaks version 1.
-inline constexpr int kControlVersion = 4;
+inline constexpr int kControlVersion = 5;
 
 // launcher → agent, first message: the job's secret and how often each side must hear the other.
 // Either side that hears nothing for heartbeat_ms decides the other is gone.
@@ -131,6 +131,27 @@ struct FingerprintMsg {
   int gpus = -1;               // NVIDIA GPUs the driver lists; -1: no NVIDIA driver
 };
 
+// One file of the launcher's --sync directories (launcher/start/sync_manifest.hpp) as the launcher holds
+// it. `size` is decimal text: every number of a control message is an int, and a file may exceed one.
+struct SyncFile {
+  std::string path;  // absolute, and the same on every host
+  std::string size;
+  std::string sha256;
+};
+
+// launcher → agent, after JobMsg and before the fingerprint request, with --sync: which of these files
+// does this host lack or hold with other contents? The agent answers with SyncNeedMsg (agent/sync_check.hpp)
+// and keeps answering probes meanwhile.
+struct SyncCheckMsg {
+  std::vector<SyncFile> files;
+};
+
+// agent → launcher: the indexes into SyncCheckMsg::files of those missing here, of another size or
+// SHA-256, or unreadable; ascending. The launcher then copies those over SFTP.
+struct SyncNeedMsg {
+  std::vector<int> need;
+};
+
 // launcher → agent: start these ranks.
 struct LaunchMsg {
   std::string cwd;
@@ -201,7 +222,7 @@ inline constexpr std::size_t kOutputWindow = 1u << 20;
 using ControlMessage =
     std::variant<JobMsg, ReadyMsg, HeartbeatMsg, HelloMsg, ProbeRequestMsg, ProbeResultMsg, LaunchMsg, StartedMsg, ExitedMsg, FatalMsg, TerminateMsg, ShutdownMsg, OutputAckMsg,
                  HorovodRendezvousMsg, HorovodRendezvousReadyMsg, StacksRequestMsg, StacksMsg, FingerprintRequestMsg,
-                 FingerprintMsg>;
+                 FingerprintMsg, SyncCheckMsg, SyncNeedMsg>;
 
 std::string encode_control(const ControlMessage& msg);
 // Throws ProtocolError naming `peer` for malformed JSON, an unknown type or missing/mistyped fields

@@ -16,6 +16,12 @@ std::string basename_of(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
+// The directory of an absolute path, for the --sync hint ("/" for a file at the root).
+std::string parent_of(const std::string& path) {
+  const auto slash = path.rfind('/');
+  return slash == std::string::npos || slash == 0 ? std::string("/") : path.substr(0, slash);
+}
+
 std::string short_hash(const std::string& sha256) {
   return sha256.empty() ? std::string("unreadable") : "sha256 " + sha256.substr(0, 12);
 }
@@ -73,7 +79,8 @@ FingerprintReport compare_fingerprints(const std::vector<HostFingerprint>& hosts
              : "'" + program + "' is not on the ranks' PATH there; install it there, or give its full path"));
   for (const auto& [what, names] : no_script)
     report.refusals.push_back(fold_names(names) + ": the script " + what.first + " cannot be read there (" +
-                              what.second + "); copy it there, or start hvrun from a directory every host shares");
+                              what.second + "); copy it there (--sync " + parent_of(what.first) +
+                              " does), or start hvrun from a directory every host shares");
   if (!report.refusals.empty()) return report;
 
   // What differs. Each field: its name in the lines, and its value on a host.
@@ -83,6 +90,7 @@ FingerprintReport compare_fingerprints(const std::vector<HostFingerprint>& hosts
     std::function<std::string(const FingerprintMsg&)> value;
     bool hash = false;  // a file's content: "differs (sha256 ...)"
     bool agreed = true;  // named in `same` when every host has one value (not the program's path)
+    std::string hint = {};  // ends the line when hosts differ
   };
   std::vector<Field> fields{
       {basename_of(program) + " (the program)", [](const auto& f) { return f.program; }, false, false}};
@@ -90,7 +98,8 @@ FingerprintReport compare_fingerprints(const std::vector<HostFingerprint>& hosts
     if (first.script.empty())
       fields.push_back({basename_of(first.program), [](const auto& f) { return f.program_sha256; }, true});
     else
-      fields.push_back({basename_of(first.script), [](const auto& f) { return f.script_sha256; }, true});
+      fields.push_back({basename_of(first.script), [](const auto& f) { return f.script_sha256; }, true, true,
+                        "; make it the same everywhere with --sync " + parent_of(first.script)});
   }
   fields.push_back({"Python", [](const auto& f) { return f.python; }});
   std::vector<std::string> packages;
@@ -121,7 +130,7 @@ FingerprintReport compare_fingerprints(const std::vector<HostFingerprint>& hosts
       if (g == 0) shown = field.hash ? field.name + " differs (" + shown + ")" : field.name + " " + shown;
       line += (g == 0 ? "" : "; ") + fold_names(names) + ": " + shown;
     }
-    report.differences.push_back(line);
+    report.differences.push_back(line + field.hint);
   }
   for (const HostFingerprint& h : hosts)
     if (h.fingerprint.gpus > 0 && h.fingerprint.gpus < h.ranks)

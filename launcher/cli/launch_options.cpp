@@ -251,6 +251,16 @@ void define_options(CLI::App& app, CliBindings& b) {
       ->allow_extra_args(false)
       ->type_name("VAR[=VALUE]")
       ->group(g::kHosts);
+  app.add_option("--sync", o.sync_dirs,
+                 "Make DIR the same on every host before the ranks start: only files that differ are sent, "
+                 "over SFTP; repeatable")
+      ->allow_extra_args(false)
+      ->type_name("DIR")
+      ->group(g::kHosts);
+  app.add_option("--sync-limit", o.sync_limit, "Most bytes --sync may list, e.g. 512M, 4G (default: 1G)")
+      ->transform(CLI::AsSizeValue(false))
+      ->type_name("SIZE")
+      ->group(g::kHosts);
   app.add_option("--output-filename", o.output_filename,
                  "Also write rank output to DIR/rank.N/stdout, stderr (default: no)")
       ->type_name("DIR")
@@ -354,6 +364,8 @@ CliResult parse_command_line(int argc, const char* const* argv) {
         throw UsageError(label_of(*ssh_only) + " applies to hvrun's own SSH, which --rsh-agent replaces; put it in "
                          "the --rsh-agent command instead (e.g. --rsh-agent 'ssh -p 2222')");
   }
+  if (!o.sync_dirs.empty() && o.dry_run)
+    throw UsageError("--sync copies files to the hosts, which --dry-run never contacts; drop one of them");
   if (o.matrix && !o.check_only) throw UsageError("--matrix only applies to --check-only; add --check-only or drop --matrix");
   if (!o.report_file.empty() && !o.check_only)
     throw UsageError("--report only applies to --check-only; add --check-only or drop --report");
@@ -402,6 +414,10 @@ CliResult parse_command_line(int argc, const char* const* argv) {
   if (o.hosts.empty())
     o.hosts = allocation ? allocation->nodes : std::vector<HostSpec>{HostSpec{"localhost", b.np > 0 ? b.np : 1}};
   o.launcher = choose_launcher(b.launcher, !o.rsh_agent.empty(), allocation, o.hosts);
+  if (!o.sync_dirs.empty() && o.launcher != AgentLauncher::kSsh)
+    throw UsageError(std::string("--sync copies files over hvrun's own SSH, which ") +
+                     (o.launcher == AgentLauncher::kRsh ? "--rsh-agent" : "srun (--launcher slurm)") +
+                     " replaces; copy the directory to the hosts yourself, or start with --launcher ssh");
   return result;
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 // Everything `hvrun` was asked to do, parsed and validated from its command line.
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <utility>
@@ -60,6 +61,10 @@ struct LaunchOptions {
   // default (all pairs under --check-only, kDefaultProbePeers for a launch; launcher/nic/probe_peers.hpp).
   std::optional<int> probe_peers;
   std::vector<std::string> command;  // argv of each rank
+  // --sync DIR (repeatable): made the same on every host before the ranks start (launcher/start/
+  // sync_manifest.hpp), at most --sync-limit bytes in all.
+  std::vector<std::string> sync_dirs;
+  std::uint64_t sync_limit = std::uint64_t{1} << 30;
   // horovodrun's tuning flags and --config-file as the HOROVOD_* variables it sets (horovodrun_flags.hpp);
   // the ranks get them over hvrun's environment, under -x.
   std::vector<std::pair<std::string, std::string>> horovod_env;

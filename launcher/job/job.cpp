@@ -42,7 +42,10 @@
 #include "launcher/start/agent_links.hpp"
 #include "launcher/start/agent_startup.hpp"
 #include "launcher/start/connect_progress.hpp"
+#include "launcher/start/file_sender.hpp"
 #include "launcher/start/job_host.hpp"
+#include "launcher/start/sync_manifest.hpp"
+#include "launcher/output/status_line.hpp"
 
 namespace hvrun {
 
@@ -61,6 +64,9 @@ constexpr milliseconds kReportDrainTimeout{500};
 // agents' answers; the ranks' kill grace starts after it.
 constexpr milliseconds kStackTimeout{500};
 constexpr milliseconds kAutopsyTimeout{1000};
+// --sync: hosts whose files are copied at once, and how often the progress line is redrawn.
+constexpr std::size_t kSyncConcurrency = 16;
+constexpr milliseconds kSyncProgressPeriod{250};
 
 }  // namespace
 
@@ -75,6 +81,7 @@ struct Job::Impl {
         deadline(io),
         autopsy_timer(io),
         stall_timer(io),
+        sync_timer(io),
         secret(JobSecret::generate()),
         teardown(options.kill_grace),
         stall(options.stall_timeout, heartbeat_interval(options.heartbeat_timeout)) {}
@@ -86,6 +93,7 @@ struct Job::Impl {
   asio::steady_timer deadline;
   asio::steady_timer autopsy_timer;
   asio::steady_timer stall_timer;
+  asio::steady_timer sync_timer;  // redraws sync_status while copies are under way
   JobSecret secret;
   std::vector<Host> hosts;
   RankExits exits;
@@ -112,6 +120,10 @@ struct Job::Impl {
   std::string agreed;         // what every host's fingerprint agrees on, once compared without a difference
   std::optional<EnvPolicy> env_policy;  // env(): made once
   std::optional<std::string> cwd;       // rank_cwd(): read once
+  std::optional<SyncManifest> sync;     // --sync: listed and hashed before any host is contacted
+  std::unique_ptr<FileSender> sender;   // --sync: from the first host that lacks a file on
+  std::unique_ptr<StatusLine> sync_status;
+  bool sync_reported = false;
   std::unique_ptr<AgentStartup> startup;  // last: its Connector goes first, so no late result reaches the job
 
   // The ranks' environment policy and working directory, the same for the fingerprints and the launch.
@@ -146,6 +158,10 @@ struct Job::Impl {
         [this] { asio::post(io, [this] {
           if (links) links->acknowledge_all();
         }); });
+    if (!options.sync_dirs.empty()) {
+      sync = sync_manifest(options.sync_dirs, options.sync_limit);
+      if (sync->files.empty()) spdlog::warn("--sync: no files under {}; nothing to send", fold_names(options.sync_dirs));
+    }
     start_agents();
     signals.async_wait([this](auto ec, int sig) { on_signal(ec, sig); });
     arm_deadline(options.start_timeout, [this] { on_start_timeout(); });
@@ -263,11 +279,12 @@ struct Job::Impl {
     if (teardown.phase() == Phase::kProbing) nics->add(i, m, links->peer(i));
   }
 
-  // Every host that is up has said what its ranks would run (or the job has no command).
+  // Every host that is up has its --sync files and has said what its ranks would run (or the job has
+  // no command).
   bool fingerprints_in() const {
-    return options.command.empty() || std::all_of(hosts.begin(), hosts.end(), [](const Host& h) {
-             return h.fingerprint || !h.ready || h.connect_error;
-           });
+    return std::all_of(hosts.begin(), hosts.end(), [this](const Host& h) {
+      return !h.ready || h.connect_error || (!h.syncing && (options.command.empty() || h.fingerprint));
+    });
   }
 
   // The hosts' fingerprints compared: differences are warned about; what would fail at once ends the
@@ -276,7 +293,9 @@ struct Job::Impl {
     if (options.command.empty()) return true;
     std::vector<HostFingerprint> prints;
     for (std::size_t i = 0; i < hosts.size(); ++i)
-      if (hosts[i].fingerprint) prints.push_back({hosts[i].name, ranks_on(i), *hosts[i].fingerprint});
+      if (hosts[i].fingerprint)
+        prints.push_back({hosts[i].name, ranks_on(i),
+                          sync && !hosts[i].is_local ? after_sync(*hosts[i].fingerprint, *sync) : *hosts[i].fingerprint});
     const FingerprintReport report = compare_fingerprints(prints, options.command, rank_cwd());
     for (const std::string& line : report.differences) spdlog::warn("hosts differ: {}", line);
     for (const std::string& line : report.refusals) spdlog::error("error: {}", line);
@@ -287,16 +306,7 @@ struct Job::Impl {
   void on_decided() {
     timings.decided = nics->decided_at();
     nics_decided = true;
-    if (!fingerprints_in()) {
-      // Agents answer at once; the bound is for one whose interpreter hangs past kInterpreterTimeout.
-      return arm_deadline(options.start_timeout, [this] {
-        std::vector<std::string> silent;
-        for (const Host& h : hosts)
-          if (h.ready && !h.fingerprint && !h.connect_error) silent.push_back(h.name);
-        fail_job("no answer within " + seconds_text(options.start_timeout) + " from " + fold_names(silent) +
-                 " on what the ranks would run there; check those hosts");
-      });
-    }
+    if (!fingerprints_in()) return await_fingerprints();
     deadline.cancel();
     const bool runnable = check_fingerprints();
     if (options.check_only) {
@@ -317,6 +327,104 @@ struct Job::Impl {
     // --mpi: mpirun's processes need no Gloo rendezvous.
     if (options.mpi) return prepare_mpirun();
     serve_horovod_rendezvous();
+  }
+
+  // Agents answer at once; the bound is for one whose interpreter hangs past kInterpreterTimeout, or
+  // whose --sync check hashes for that long. A host whose --sync files are being copied is bounded by
+  // its copy's own timeout (sync_timeout), so the wait goes on while one is.
+  void await_fingerprints() {
+    arm_deadline(options.start_timeout, [this] {
+      if (std::any_of(hosts.begin(), hosts.end(), [](const Host& h) { return h.syncing && h.sync_checked; }))
+        return await_fingerprints();
+      std::vector<std::string> silent;
+      for (const Host& h : hosts)
+        if (h.ready && !h.connect_error && (h.syncing || (!h.fingerprint && !options.command.empty())))
+          silent.push_back(h.name);
+      fail_job("no answer within " + seconds_text(options.start_timeout) + " from " + fold_names(silent) + " on " +
+               (std::any_of(hosts.begin(), hosts.end(), [](const Host& h) { return h.syncing; })
+                    ? "which --sync files they lack"
+                    : "what the ranks would run there") +
+               "; check those hosts");
+    });
+  }
+
+  // ---- --sync ------------------------------------------------------------------------------------
+
+  // Asks hosts[i] what ranks would run there (when the job has a command).
+  void ask_fingerprint(std::size_t i) {
+    const Host& h = hosts[i];
+    if (!options.command.empty())
+      links->send(i, FingerprintRequestMsg{options.command, rank_cwd(), h.is_local ? env().local() : env().remote()});
+  }
+
+  void handle(std::size_t i, SyncNeedMsg m) {
+    Host& h = hosts[i];
+    if (!h.syncing || h.sync_checked) throw ProtocolError(links->peer(i) + ": sync need out of turn");
+    std::vector<FileCopy> copies = sync_copies(*sync, m.need, links->peer(i));
+    h.sync_checked = true;
+    h.sync_files = copies.size();
+    for (int k : m.need) h.sync_bytes += sync->sizes[static_cast<std::size_t>(k)];
+    if (copies.empty() || options.check_only || teardown.tearing_down()) return synced(i);
+    if (!sender)
+      sender = std::make_unique<FileSender>(io, kSyncConcurrency, [this](std::size_t k, const std::string& error) {
+        on_sent(k, error);
+      });
+    sender->send(i, h.remote, std::move(copies), sync_timeout(h.sync_bytes, options.start_timeout));
+    show_sync_progress();
+  }
+
+  void on_sent(std::size_t i, const std::string& error) {
+    if (teardown.tearing_down()) return;
+    if (!error.empty())
+      return fail_job("--sync: " + error + "; check that host's disk and permissions, or copy the files there yourself");
+    synced(i);
+  }
+
+  // hosts[i] holds every --sync file (or, under --check-only, has said which it lacks).
+  void synced(std::size_t i) {
+    hosts[i].syncing = false;
+    if (teardown.tearing_down()) return;
+    ask_fingerprint(i);
+    maybe_report_sync();
+    if (nics_decided && fingerprints_in()) on_decided();
+  }
+
+  void maybe_report_sync() {
+    if (sync_reported || std::any_of(hosts.begin(), hosts.end(), [](const Host& h) {
+          return h.syncing || (!h.is_local && !h.sync_checked && !h.connect_error);
+        }))
+      return;
+    sync_reported = true;
+    sync_timer.cancel();
+    if (sync_status) sync_status->clear();
+    std::vector<HostSync> checked;
+    for (const Host& h : hosts)
+      if (h.sync_checked) checked.push_back({h.name, h.sync_files, h.sync_bytes});
+    if (!checked.empty()) spdlog::warn("{}", sync_summary(*sync, checked, options.check_only));
+  }
+
+  // While copies are under way: "--sync: 12582912 bytes (12.0 MiB) of 41943040 bytes (40.0 MiB) sent,
+  // 3 of 8 hosts done", once the agents' own status line is gone.
+  void show_sync_progress() {
+    if (sync_reported || teardown.tearing_down()) return;
+    if (teardown.phase() != Phase::kStarting) {
+      if (!sync_status) sync_status = std::make_unique<StatusLine>(2);
+      std::uint64_t total = 0;
+      std::size_t lacking = 0, done = 0;
+      for (const Host& h : hosts)
+        if (h.sync_checked && h.sync_files > 0) {
+          total += h.sync_bytes;
+          ++lacking;
+          done += h.syncing ? 0 : 1;
+        }
+      sync_status->show("--sync: " + byte_count_text(sender ? sender->bytes_sent() : 0) + " of " +
+                        byte_count_text(total) + " sent, " + std::to_string(done) + " of " + std::to_string(lacking) +
+                        (lacking == 1 ? " host done" : " hosts done"));
+    }
+    sync_timer.expires_after(kSyncProgressPeriod);
+    sync_timer.async_wait([this](auto ec) {
+      if (!ec) show_sync_progress();
+    });
   }
 
   // Horovod's client gives up after three refused tries, so its rendezvous must listen before any rank
@@ -498,9 +606,14 @@ struct Job::Impl {
     Host& h = hosts[i];
     if (h.ready || !h.hello) throw ProtocolError(links->peer(i) + ": ready out of turn");
     h.ready = m;
-    // What the ranks would run there is learnt while the probes run (fingerprints_in).
-    if (!options.command.empty())
-      links->send(i, FingerprintRequestMsg{options.command, rank_cwd(), h.is_local ? env().local() : env().remote()});
+    // What the ranks would run there is learnt while the probes run (fingerprints_in); with --sync, once
+    // that host has the files (this machine is their source).
+    if (sync && !sync->files.empty() && !h.is_local) {
+      h.syncing = true;
+      links->send(i, SyncCheckMsg{sync->files});
+    } else {
+      ask_fingerprint(i);
+    }
     maybe_probe();
   }
 
@@ -645,6 +758,8 @@ struct Job::Impl {
   void finish() {
     teardown.finish();
     stall_timer.cancel();
+    sync_timer.cancel();
+    if (sync_status) sync_status->clear();
     autopsy_timer.cancel();
     links->close_all();
     startup->stop();

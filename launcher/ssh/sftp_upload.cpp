@@ -10,6 +10,8 @@
 #include <condition_variable>
 #include <cstdio>
 #include <random>
+#include <set>
+#include <utility>
 #include <stop_token>
 #include <thread>
 #include <vector>
@@ -86,11 +88,16 @@ const char* sftp_error_text(int code) {
   }
 }
 
-// One upload under way: names for messages, and the SFTP calls with their checks.
+// One SFTP session's uploads: names for messages, and the SFTP calls with their checks. `file()` selects
+// the file being copied; messages name it.
 class Upload {
  public:
-  Upload(Core& core, std::string local, std::string remote)
-      : core_(core), local_(std::move(local)), remote_(std::move(remote)) {}
+  Upload(Core& core, std::uint32_t directory_mode) : core_(core), directory_mode_(directory_mode) {}
+
+  void file(std::string local, std::string remote) {
+    local_ = std::move(local);
+    remote_ = std::move(remote);
+  }
 
   SshError fail(const std::string& step) const {
     if (ssh_is_connected(core_.session()) == 0) {
@@ -98,9 +105,16 @@ class Upload {
                                                           " (" + core_.libssh_error() + ")");
     }
     std::string detail = step;
-    if (sftp_) detail += ": " + std::string(sftp_error_text(sftp_get_error(sftp_.get())));
-    return core_.error(SshFailure::kFileTransfer, "upload of " + local_ + " to " + remote_ + " failed (" + detail +
-                                                      "; libssh: " + core_.libssh_error() + ")");
+    if (sftp_ && sftp_get_error(sftp_.get()) != SSH_FX_OK)
+      detail += ": " + std::string(sftp_error_text(sftp_get_error(sftp_.get())));
+    if (const std::string libssh = core_.libssh_error(); !libssh.empty() && libssh != "unknown libssh error")
+      detail += "; libssh: " + libssh;
+    return core_.error(SshFailure::kFileTransfer, "upload of " + local_ + " to " + remote_ + " failed (" + detail + ")");
+  }
+
+  // A refusal that is no SFTP call's failure: what is in the way, and nothing else.
+  SshError refuse(const std::string& why) const {
+    return core_.error(SshFailure::kFileTransfer, "upload of " + local_ + " to " + remote_ + " failed (" + why + ")");
   }
 
   void start() {
@@ -113,18 +127,20 @@ class Upload {
 
   void make_directory(const std::string& dir) {
     if (auto attributes = stat(dir)) {
-      if (attributes->type != SSH_FILEXFER_TYPE_DIRECTORY) throw fail(dir + " exists and is not a directory");
+      if (attributes->type != SSH_FILEXFER_TYPE_DIRECTORY) throw refuse(dir + " exists and is not a directory");
       return;
     }
-    if (sftp_mkdir(sftp_.get(), dir.c_str(), 0700) == 0) return;
+    if (sftp_mkdir(sftp_.get(), dir.c_str(), static_cast<mode_t>(directory_mode_)) == 0) return;
     auto attributes = stat(dir);  // another launcher may have made it meanwhile
     if (!attributes || attributes->type != SSH_FILEXFER_TYPE_DIRECTORY) throw fail("sftp_mkdir " + dir);
   }
 
+  // Each parent directory is looked at once per session.
   void make_parents() {
     auto slash = remote_.rfind('/');
     if (slash == std::string::npos || slash == 0) return;
     const std::string parent = remote_.substr(0, slash);
+    if (!known_directories_.insert(parent).second) return;
     if (auto attributes = stat(parent); attributes && attributes->type == SSH_FILEXFER_TYPE_DIRECTORY) return;
     for (std::size_t end = parent.find('/', 1); ; end = parent.find('/', end + 1)) {
       std::string prefix = parent.substr(0, end);
@@ -188,9 +204,11 @@ class Upload {
 
  private:
   Core& core_;
+  std::uint32_t directory_mode_;
   std::string local_, remote_;
   SftpSession sftp_;
   std::string created_;  // the temporary file while it exists
+  std::set<std::string> known_directories_;
 };
 
 std::string random_suffix() {
@@ -202,41 +220,57 @@ std::string random_suffix() {
 
 }  // namespace
 
-void upload_file(Core& core, const std::string& local_path, const std::string& remote_path, std::uint32_t mode,
-                 std::chrono::milliseconds timeout) {
-  if (remote_path.empty() || remote_path.back() == '/') {
-    throw UsageError("upload to " + core.host + ": '" + remote_path + "' is not a file path");
-  }
-  UniqueFd local(::open(local_path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!local) throw_errno("open", local_path + " (upload to " + core.host + ")");
-  struct stat info{};
-  if (::fstat(local.get(), &info) == -1) throw_errno("fstat", local_path + " (upload to " + core.host + ")");
-  if (!S_ISREG(info.st_mode)) throw UsageError("upload to " + core.host + ": " + local_path + " is not a regular file");
+namespace {
 
+// The local file, open, checked to be a regular file; its size.
+std::pair<UniqueFd, off_t> open_local(const std::string& host, const FileCopy& f) {
+  if (f.remote_path.empty() || f.remote_path.back() == '/') {
+    throw UsageError("upload to " + host + ": '" + f.remote_path + "' is not a file path");
+  }
+  UniqueFd local(::open(f.local_path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!local) throw_errno("open", f.local_path + " (upload to " + host + ")");
+  struct stat info{};
+  if (::fstat(local.get(), &info) == -1) throw_errno("fstat", f.local_path + " (upload to " + host + ")");
+  if (!S_ISREG(info.st_mode)) throw UsageError("upload to " + host + ": " + f.local_path + " is not a regular file");
+  return {std::move(local), info.st_size};
+}
+
+}  // namespace
+
+void upload_files(Core& core, const std::vector<FileCopy>& files, std::uint32_t directory_mode,
+                  std::chrono::milliseconds timeout, const std::function<void(std::uint64_t)>& copied) {
+  if (files.empty()) return;
   SessionLock lock(core, /*nonblocking=*/false);
   core.throw_if_lost();
   UniqueFd socket(::fcntl(ssh_get_fd(core.session()), F_DUPFD_CLOEXEC, 0));
   if (!socket) throw_errno("fcntl(F_DUPFD_CLOEXEC)", "watchdog for the upload to " + core.host);
   Watchdog watchdog(std::move(socket), Clock::now() + timeout);
+  const FileCopy* current = &files.front();
   try {
-    Upload upload(core, local_path, remote_path);
+    Upload upload(core, directory_mode);
     upload.start();
-    upload.make_parents();
-    const std::string temporary = remote_path + ".tmp-" + random_suffix();
-    upload.write_temporary(local.get(), temporary, mode);
-    upload.rename_into_place(temporary);
-    upload.verify(info.st_size, mode);
+    for (const FileCopy& f : files) {
+      current = &f;
+      auto [local, size] = open_local(core.host, f);
+      upload.file(f.local_path, f.remote_path);
+      upload.make_parents();
+      const std::string temporary = f.remote_path + ".tmp-" + random_suffix();
+      upload.write_temporary(local.get(), temporary, f.mode);
+      upload.rename_into_place(temporary);
+      upload.verify(size, f.mode);
+      log_of(LogSubsys::kSsh)
+          .debug("{}: uploaded {} to {} ({} bytes, mode {:o})", core.host, f.local_path, f.remote_path,
+                 static_cast<long long>(size), f.mode);
+      if (copied) copied(static_cast<std::uint64_t>(size));
+    }
   } catch (const SshError&) {
     if (!watchdog.fired()) throw;
-    core.lost = core.host + ": connection closed after the upload of " + local_path + " did not finish within " +
+    core.lost = core.host + ": connection closed after the upload of " + current->local_path + " did not finish within " +
                 seconds_text(timeout) + " (port " + std::to_string(core.port) + ")";
-    throw core.error(SshFailure::kCommandTimeout, "upload of " + local_path + " to " + remote_path +
+    throw core.error(SshFailure::kCommandTimeout, "upload of " + current->local_path + " to " + current->remote_path +
                                                       " did not finish within " + seconds_text(timeout) + " (port " +
                                                       std::to_string(core.port) + ")");
   }
-  log_of(LogSubsys::kSsh)
-      .debug("{}: uploaded {} to {} ({} bytes, mode {:o})", core.host, local_path, remote_path,
-             static_cast<long long>(info.st_size), mode);
 }
 
 }  // namespace hvrun::ssh_detail

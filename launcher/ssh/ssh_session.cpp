@@ -63,7 +63,12 @@ SshExec SshSession::exec(const std::string& command) {
 
 void SshSession::upload(const std::string& local_path, const std::string& remote_path, std::uint32_t mode,
                         std::chrono::milliseconds timeout) {
-  ssh_detail::upload_file(*core_, local_path, remote_path, mode, timeout);
+  ssh_detail::upload_files(*core_, {FileCopy{local_path, remote_path, mode}}, 0700, timeout, {});
+}
+
+void SshSession::upload_files(const std::vector<FileCopy>& files, std::uint32_t directory_mode,
+                              std::chrono::milliseconds timeout, const std::function<void(std::uint64_t)>& copied) {
+  ssh_detail::upload_files(*core_, files, directory_mode, timeout, copied);
 }
 
 }  // namespace hvrun

@@ -16,9 +16,11 @@
 // A moved-from SshSession may only be destroyed or assigned to.
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "agent/wire/error.hpp"
 #include "launcher/ssh/ssh_exec.hpp"
@@ -86,6 +88,13 @@ struct RunResult {
   std::string err;          // stderr, likewise
 };
 
+// One file for SshSession::upload_files: `local_path` to `remote_path`, which then has `mode`.
+struct FileCopy {
+  std::string local_path;
+  std::string remote_path;
+  std::uint32_t mode = 0600;
+};
+
 class SshSession {
  public:
   static constexpr std::size_t kRunCaptureLimit = 1 << 20;
@@ -116,6 +125,11 @@ class SshSession {
   // kCommandTimeout after `timeout`, which leaves the session unusable).
   void upload(const std::string& local_path, const std::string& remote_path, std::uint32_t mode = 0700,
               std::chrono::milliseconds timeout = std::chrono::minutes(5));
+  // The same for several files over one SFTP session, in order, all within `timeout`; missing parent
+  // directories get `directory_mode` (less the remote umask). `copied` (may be empty) runs after each
+  // file with its size. A failure stops at that file: the ones before it are in place.
+  void upload_files(const std::vector<FileCopy>& files, std::uint32_t directory_mode, std::chrono::milliseconds timeout,
+                    const std::function<void(std::uint64_t)>& copied = {});
 
  private:
   explicit SshSession(std::shared_ptr<ssh_detail::Core> core);

@@ -3,6 +3,7 @@
 // what its agent said about itself. Shared by the job (job.cpp) and the pieces that read its hosts
 // (connect_progress, check_run, rank_launch).
 #include <cstddef>
+#include <cstdint>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -28,6 +29,12 @@ struct JobHost {
   std::optional<HelloMsg> hello;
   std::optional<ReadyMsg> ready;  // the agent has the job's secret and answers probes
   std::optional<FingerprintMsg> fingerprint;  // what its ranks would run (asked for when there is a command)
+  // --sync: from the ready on, while its check or its copies are under way; the fingerprint is asked
+  // for when they end. What it lacked: sync_files files, sync_bytes bytes.
+  bool syncing = false;
+  bool sync_checked = false;  // its agent said what it lacks
+  std::size_t sync_files = 0;
+  std::uint64_t sync_bytes = 0;
 };
 
 }  // namespace hvrun

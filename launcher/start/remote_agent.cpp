@@ -69,6 +69,11 @@ UniqueFd RemoteAgent::take_channel() { return UniqueFd(exec_.release_fd()); }
 
 std::string RemoteAgent::stderr_tail() const { return exec_.stderr_tail(); }
 
+void RemoteAgent::copy_files(const std::vector<FileCopy>& files, std::chrono::milliseconds timeout,
+                             const std::function<void(std::uint64_t)>& copied) {
+  session_.upload_files(files, 0755, timeout, copied);
+}
+
 std::unique_ptr<RemoteAgent> RemoteAgent::start(const RemoteAgentOptions& o) {
   const std::string& host = o.ssh.host;
   SshSession session = SshSession::connect(o.ssh);

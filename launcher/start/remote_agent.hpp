@@ -41,6 +41,9 @@ class RemoteAgent final : public HostAgent {
   // How the agent was found ("/opt/hvrun/bin/hvrun-agent", "copied to ~/.cache/...").
   const std::string& agent_description() const override { return description_; }
   std::optional<std::chrono::milliseconds> shell_time() const override { return shell_time_; }
+  bool copies_files() const override { return true; }
+  void copy_files(const std::vector<FileCopy>& files, std::chrono::milliseconds timeout,
+                  const std::function<void(std::uint64_t)>& copied) override;
 
  private:
   RemoteAgent(SshSession session, SshExec exec, std::string description, std::chrono::milliseconds shell_time);

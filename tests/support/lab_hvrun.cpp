@@ -20,6 +20,17 @@ TempHome::~TempHome() {
   fs::remove_all(dir, ignored);
 }
 
+SharedDir::SharedDir(const std::string& name)
+    : dir(fs::temp_directory_path() / ("hvrun-" + name + "-" + std::to_string(::getpid()))) {
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+}
+
+SharedDir::~SharedDir() {
+  std::error_code ignored;
+  fs::remove_all(dir, ignored);
+}
+
 std::vector<std::string> hvrun_on(const Lab& lab, const TempHome& home, std::vector<std::string> args, int host,
                                   const std::string& hvrun) {
   std::vector<std::string> cmd{"/usr/bin/env", "HOME=" + home.dir.string(), hvrun, "-p", lab.var("LAB_PORT"), "-i",

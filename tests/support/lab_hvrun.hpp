@@ -22,6 +22,16 @@ struct TempHome {
   TempHome& operator=(const TempHome&) = delete;
 };
 
+// A folder every lab host sees (they share this machine's file system): /tmp/hvrun-NAME-PID, removed at
+// the end. A host's own view of part of it comes from lab.sh bind.
+struct SharedDir {
+  std::filesystem::path dir;
+  explicit SharedDir(const std::string& name);
+  ~SharedDir();
+  SharedDir(const SharedDir&) = delete;
+  SharedDir& operator=(const SharedDir&) = delete;
+};
+
 // argv running `hvrun -p LAB_PORT -i LAB_KEY ARGS...` on lab host `host` with `home` as HOME.
 std::vector<std::string> hvrun_on(const Lab& lab, const TempHome& home, std::vector<std::string> args, int host = 0,
                                   const std::string& hvrun = hvrun_bin());
