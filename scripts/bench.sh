@@ -159,6 +159,7 @@ fi
 # ---- the lab ------------------------------------------------------------------------------------
 
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
+note_load
 say "lab: $nmax hosts (LAB_PREFIX=$LAB_PREFIX)"
 lab_up=1
 LAB_RECREATE=1 "$lab" up "$nmax" >"$work/lab-up.log" 2>&1 || { cat "$work/lab-up.log" >&2; die "lab up $nmax failed"; }
@@ -418,6 +419,7 @@ for ((rep = 1; rep <= reps; rep++)); do
 done
 
 load_end=$(cut -d' ' -f1-3 /proc/loadavg)
+note_load
 say "store benchmark"
 store_ok=1
 "$store_bench" --ranks 64 --rounds 5 --ops 20000 >"$work/store.out" 2>&1 || { store_ok=0; failures=$((failures + 1)); cat "$work/store.out" >&2; }

@@ -78,6 +78,8 @@ packages=(
 )
 # shellcheck source=lib/packages.sh
 source "$root/scripts/lib/packages.sh"
+# shellcheck source=lib/bench_doc.sh
+source "$root/scripts/lib/bench_doc.sh"
 ensure_packages bench_allreduce.sh "${packages[@]}"
 
 ensure_built bench_allreduce.sh "$build_dir" cmd/hvrun cmd/hvrun-agent collectives/hvrun-allreduce-bench
@@ -169,6 +171,7 @@ run_mpi() { # log
 }
 
 load_before=$(cut -d' ' -f1 /proc/loadavg) # other work on the machine skews every figure: say how much
+note_load
 contenders=(hvrun gloo mpi)
 declare -A label=([hvrun]="hvrun + hvrun-allreduce-bench" [gloo]="raw Gloo" [mpi]="Open MPI MPI_Allreduce")
 declare -A results_out=([hvrun]="" [gloo]="" [mpi]="") results_in=([hvrun]="" [gloo]="" [mpi]="")
@@ -280,7 +283,7 @@ echo
 report
 echo
 
-if [[ -n $doc ]]; then
+if [[ -n $doc ]] && quiet_enough "$doc"; then
   mkdir -p "$(dirname "$doc")"
   if [[ ! -f $doc ]]; then
     printf '# Benchmarks\n\nFigures in this file come from the scripts in scripts/ (each section names its script).\n' >"$doc"

@@ -169,6 +169,7 @@ bench_size() { # N MODE (ssh: lab with sshd, both ways; sim: lab without sshd, r
   mkdir -p "$home/.ssh"
   chmod 700 "$home" "$home/.ssh"
   put "$mode.$n.load_before" "$(load1)"
+  note_load
   local rounds=$reps
   if [[ $mode == ssh ]]; then
     for way in "${ways[@]}"; do # warm-up: page cache, known_hosts
@@ -194,6 +195,7 @@ bench_size() { # N MODE (ssh: lab with sshd, both ways; sim: lab without sshd, r
     fi
   fi
   put "$mode.$n.load_after" "$(load1)"
+  note_load
   t0=${EPOCHREALTIME/[.,]/}
   "$lab" down >"$work/down.log" 2>&1 || { cat "$work/down.log" >&2; die "lab down failed"; }
   put "$mode.$n.down_ms" "$(((${EPOCHREALTIME/[.,]/} - t0) / 1000))"
