@@ -158,8 +158,8 @@ fi
 
 # ---- the lab ------------------------------------------------------------------------------------
 
+settle 300
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
-note_load
 say "lab: $nmax hosts (LAB_PREFIX=$LAB_PREFIX)"
 lab_up=1
 LAB_RECREATE=1 "$lab" up "$nmax" >"$work/lab-up.log" 2>&1 || { cat "$work/lab-up.log" >&2; die "lab up $nmax failed"; }
@@ -419,7 +419,6 @@ for ((rep = 1; rep <= reps; rep++)); do
 done
 
 load_end=$(cut -d' ' -f1-3 /proc/loadavg)
-note_load
 say "store benchmark"
 store_ok=1
 "$store_bench" --ranks 64 --rounds 5 --ops 20000 >"$work/store.out" 2>&1 || { store_ok=0; failures=$((failures + 1)); cat "$work/store.out" >&2; }
@@ -621,8 +620,9 @@ echo
   echo "$section"
   echo
   echo "Written by \`scripts/bench.sh\` on $(date -u '+%Y-%m-%d %H:%M UTC'). Machine: $(nproc) CPUs ($cpu_model),"
-  echo "kernel $(uname -r); load average $load_start at the start, $load_end at the end of the runs (the"
-  echo "machine is shared: other builds and tests ran meanwhile). $hvrun_version; $mpi_version; $ssh_version;"
+  echo "kernel $(uname -r); load average $load_start before the lab and the runs (nothing else ran: the script"
+  echo "writes here only below $BENCH_MAX_LOAD), $load_end at the end of the runs (their own, with every host's sshd on these"
+  echo "cores). $hvrun_version; $mpi_version; $ssh_version;"
   echo "libssh $libssh_version. Lab: $nmax hosts (network namespaces on this machine; every sshd, agent and rank"
   echo "shares its cores), with its traps in place. BENCH_HOSTS=\"$hosts_list\", $reps repetitions, interleaved"
   echo "(every case once per repetition: hvrun, mpirun, floor); figures are medians, wall times of the whole"

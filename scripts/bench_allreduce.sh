@@ -170,8 +170,8 @@ run_mpi() { # log
     "$work/mpi_allreduce" "$bytes" "$iters" "$warmup" >"$1" 2>&1
 }
 
+settle 300
 load_before=$(cut -d' ' -f1 /proc/loadavg) # other work on the machine skews every figure: say how much
-note_load
 contenders=(hvrun gloo mpi)
 declare -A label=([hvrun]="hvrun + hvrun-allreduce-bench" [gloo]="raw Gloo" [mpi]="Open MPI MPI_Allreduce")
 declare -A results_out=([hvrun]="" [gloo]="" [mpi]="") results_in=([hvrun]="" [gloo]="" [mpi]="")

@@ -169,7 +169,6 @@ bench_size() { # N MODE (ssh: lab with sshd, both ways; sim: lab without sshd, r
   mkdir -p "$home/.ssh"
   chmod 700 "$home" "$home/.ssh"
   put "$mode.$n.load_before" "$(load1)"
-  note_load
   local rounds=$reps
   if [[ $mode == ssh ]]; then
     for way in "${ways[@]}"; do # warm-up: page cache, known_hosts
@@ -195,7 +194,6 @@ bench_size() { # N MODE (ssh: lab with sshd, both ways; sim: lab without sshd, r
     fi
   fi
   put "$mode.$n.load_after" "$(load1)"
-  note_load
   t0=${EPOCHREALTIME/[.,]/}
   "$lab" down >"$work/down.log" 2>&1 || { cat "$work/down.log" >&2; die "lab down failed"; }
   put "$mode.$n.down_ms" "$(((${EPOCHREALTIME/[.,]/} - t0) / 1000))"
@@ -209,6 +207,7 @@ count() { awk -F'\t' -v k="$1" '$1 == k { n++ } END { print n + 0 }' "$metrics";
 fmt() { [[ -n $2 ]] && calc "printf \"$1\", $2" || printf '—'; } # FORMAT VALUE
 mib() { [[ -n $1 ]] && calc "printf \"%.1f\", $1 / 1024" || printf '—'; }
 
+settle 300
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 for n in $sizes; do bench_size "$n" ssh; done
 ((sim == 0)) || bench_size "$sim" sim

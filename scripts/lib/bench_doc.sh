@@ -2,11 +2,16 @@
 # when the machine was quiet for the whole run.
 #
 # note_load
-#   Records the 1-minute load average now; a script calls it at its start and between its phases.
+#   Records the 1-minute load average now. A script calls it before any work of its own (its lab, its
+#   runs): a benchmark of 32 lab hosts raises the load itself (to 20 on 2 cores), so only what was there
+#   before it started tells of other work (a build, tests, a helper) sharing the machine.
+# settle SECONDS
+#   Waits, at most SECONDS, for the 1-minute load average to fall to BENCH_MAX_LOAD: a benchmark started
+#   right after another (bench.sh runs bench_scale.sh) finds the load its predecessor left, which decays
+#   in about two minutes when nothing else runs. Then note_load.
 # quiet_enough FILE
-#   True when every load noted, and the one now, is at most BENCH_MAX_LOAD (default 2); else says on
-#   stderr that FILE is not written and why. Figures taken while other work (a build, tests, a helper)
-#   shared the machine are not measurements.
+#   True when every load noted is at most BENCH_MAX_LOAD (default 2); else says on stderr that FILE is
+#   not written and why: figures taken beside other work are not measurements.
 #
 # write_section FILE HEADING SECTION_FILE
 #   Replaces the section of FILE that starts with the line HEADING (up to the next "## " heading) by the
@@ -17,9 +22,17 @@ BENCH_LOADS=()
 
 note_load() { BENCH_LOADS+=("$(cut -d' ' -f1 /proc/loadavg)"); }
 
+settle() {
+  local waited=0
+  while ((waited < $1)) && awk -v a="$(cut -d' ' -f1 /proc/loadavg)" -v m="$BENCH_MAX_LOAD" 'BEGIN { exit !(a > m) }'; do
+    sleep 5
+    waited=$((waited + 5))
+  done
+  note_load
+}
+
 quiet_enough() {
   local l worst=0
-  note_load
   for l in "${BENCH_LOADS[@]}"; do
     awk -v a="$l" -v b="$worst" 'BEGIN { exit !(a > b) }' && worst=$l
   done
