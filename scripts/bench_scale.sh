@@ -286,7 +286,7 @@ if [[ -n $out_md ]]; then
     echo "$section"
     echo
     echo "Written by \`scripts/bench_scale.sh\` on $(date -u '+%Y-%m-%d %H:%M UTC'). Machine: $(nproc) CPUs"
-    echo "($(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)), kernel $(uname -r), shared with other engineers' builds;"
+    echo "($(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)), kernel $(uname -r), nothing else running (written only below load $BENCH_MAX_LOAD at the start);"
     echo "load average $load_start at the start, $load_end at the end. hvrun $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?')."
     echo "Every host, sshd, agent and rank of a lab runs on these cores. BENCH_SCALE_HOSTS=\"$sizes\","
     echo "BENCH_SCALE_SIM=$sim, $reps rounds (SSH and --rsh-agent interleaved; the simulated size $sim_reps, with"
