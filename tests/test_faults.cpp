@@ -668,8 +668,19 @@ TEST_CASE("fault catalogue: login shells that take a lock one after another at 3
     CHECK(r.exit_code == 0);
     CHECK(count_of(r.out, "<stdout>:ready-") == kHosts);
     CHECK(r.elapsed > 15s);  // the shells did queue: 31 of them, 0.5 s each
-    CHECK_THAT(r.err, Catch::Matches("[\\s\\S]*hvrun: timings: login shells \\(exec request to the agent's first "
-                                     "bytes\\): median [0-9.]+ s, slowest [^ ]+ [1-9][0-9](\\.[0-9]+)? s\n[\\s\\S]*"));
+    // The timings line, found by its words: std::regex over 32 hosts' --verbose output recurses deep
+    // enough to overflow the stack under AddressSanitizer.
+    const std::string shells = "hvrun: timings: login shells (exec request to the agent's first bytes): median ";
+    const auto at = r.err.find(shells);
+    REQUIRE(at != std::string::npos);
+    const std::string line = r.err.substr(at, r.err.find('\n', at) - at);
+    INFO(line);
+    const auto slowest = line.find(", slowest ");
+    REQUIRE(slowest != std::string::npos);
+    const std::string tail = line.substr(line.find(' ', slowest + 10) + 1);  // "14.35 s"
+    CHECK(tail.size() > 2);
+    CHECK(tail.substr(tail.size() - 2) == " s");
+    CHECK(std::stod(tail) >= 10.0);  // the last host's shell waited for most of the others'
   }
   {
     INFO("the machine's own ~/.bashrc in every session (LAB_SKIP_BASHRC=0: here it runs pyenv init, which takes a "
