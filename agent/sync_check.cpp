@@ -41,30 +41,38 @@ bool differs(const SyncFile& f, std::uint64_t size) {
   }
 }
 
-}  // namespace
-
-std::vector<int> files_to_sync(const std::vector<SyncFile>& files, std::stop_token stop) {
+// Each file's size, every path checked first (ProtocolError).
+std::vector<std::uint64_t> checked_sizes(const std::vector<SyncFile>& files) {
   std::vector<std::uint64_t> sizes;
   for (const SyncFile& f : files) {
     check_path(f.path);
     sizes.push_back(size_of(f));
   }
+  return sizes;
+}
+
+std::vector<int> differing(const std::vector<SyncFile>& files, const std::vector<std::uint64_t>& sizes,
+                           std::stop_token stop) {
   std::vector<int> need;
   for (std::size_t i = 0; i < files.size() && !stop.stop_requested(); ++i)
     if (differs(files[i], sizes[i])) need.push_back(static_cast<int>(i));
   return need;
 }
 
+}  // namespace
+
+std::vector<int> files_to_sync(const std::vector<SyncFile>& files, std::stop_token stop) {
+  return differing(files, checked_sizes(files), stop);
+}
+
 void SyncChecker::start(std::vector<SyncFile> files, Done done) {
   if (thread_.joinable()) throw ProtocolError("launcher: a second sync check");
-  for (const SyncFile& f : files) {
-    check_path(f.path);
-    size_of(f);
-  }
-  thread_ = std::jthread([files = std::move(files), done = std::move(done)](std::stop_token stop) {
-    std::vector<int> need = files_to_sync(files, stop);
-    if (!stop.stop_requested()) done(std::move(need));
-  });
+  std::vector<std::uint64_t> sizes = checked_sizes(files);  // a bad path is refused here, on the loop
+  thread_ = std::jthread(
+      [files = std::move(files), sizes = std::move(sizes), done = std::move(done)](std::stop_token stop) {
+        std::vector<int> need = differing(files, sizes, stop);
+        if (!stop.stop_requested()) done(std::move(need));
+      });
 }
 
 }  // namespace hvrun

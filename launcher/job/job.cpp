@@ -363,7 +363,7 @@ struct Job::Impl {
     std::vector<FileCopy> copies = sync_copies(*sync, m.need, links->peer(i));
     h.sync_checked = true;
     h.sync_files = copies.size();
-    for (int k : m.need) h.sync_bytes += sync->sizes[static_cast<std::size_t>(k)];
+    for (int k : m.need) h.sync_bytes += sync->sizes[static_cast<std::size_t>(k)];  // indexes checked by sync_copies
     if (copies.empty() || options.check_only || teardown.tearing_down()) return synced(i);
     if (!sender)
       sender = std::make_unique<FileSender>(io, kSyncConcurrency, [this](std::size_t k, const std::string& error) {
