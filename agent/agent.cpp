@@ -257,6 +257,34 @@ struct Agent::Impl {
     }
   }
 
+  // --max-restarts: every rank has exited and reported; the next attempt starts clean. What the last
+  // one left behind (a helper that ignored SIGTERM) goes now, the SIGKILL still pending from its
+  // terminate must not reach the new ranks, and the store and Horovod's rendezvous start empty.
+  void handle(const RestartMsg& m) {
+    signal_all(SIGKILL);
+    if (!ranks.retire_all())
+      throw ProtocolError("launcher: restart while a rank on " + local_hostname() + " still runs");
+    // What is left in the old ranks' pipes goes now, before the answer: after it, the launcher may have
+    // placed those ranks on other hosts.
+    for (std::size_t slot = 0; slot < pipes.size(); ++slot)
+      for (const OutputStream st : {OutputStream::kStdout, OutputStream::kStderr}) {
+        for (int i = 0; i < kDrainChunks && read_once({slot, st}, false); ++i) {
+        }
+        if (Descriptor* d = descriptor({slot, st})) {
+          boost::system::error_code ignored;
+          d->close(ignored);
+        }
+      }
+    kill_timer.cancel();
+    sent_sigkill = false;
+    cpu_seen.clear();
+    horovod_rendezvous.reset();
+    store.reset();
+    if (m.serve_store) store = std::make_unique<StoreServer>(io, secret->store_token(), "", 0);
+    log_of(LogSubsys::kRank).debug("restart {} on {}", m.attempt, local_hostname());
+    send(RestartReadyMsg{pick_free_port(), store ? store->port() : 0});
+  }
+
   // Before the launch: nothing of the ranks runs yet, and the interpreter's run is bounded.
   void handle(const FingerprintRequestMsg& m) { send(take_fingerprint(m)); }
 

@@ -30,6 +30,12 @@ AgentState::Decision AgentState::on_message(const ControlMessage& msg) {
           if (phase_ == Phase::kLaunched) throw ProtocolError("launcher: a second launch request");
           phase_ = Phase::kLaunched;
           return {};
+        } else if constexpr (std::is_same_v<M, RestartMsg>) {
+          // Whether every rank has exited is the agent's to check (it holds the rank table).
+          if (phase_ != Phase::kLaunched) throw ProtocolError("launcher: restart before the launch");
+          phase_ = Phase::kJobKnown;
+          serving_rendezvous_ = false;
+          return {};
         } else if constexpr (std::is_same_v<M, FingerprintRequestMsg>) {
           if (phase_ != Phase::kJobKnown) throw ProtocolError("launcher: fingerprint request out of turn");
           return {};

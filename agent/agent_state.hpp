@@ -7,6 +7,8 @@
 //
 //   kAwaitingJob -> kJobKnown   (job: the secret, the heartbeat period, the store; refused a second time)
 //   kJobKnown    -> kLaunched   (launch: the ranks start; refused before the job and a second time)
+//   kLaunched    -> kJobKnown   (restart, --max-restarts: every rank has exited; the next launch and a
+//                                new Horovod rendezvous request are accepted again)
 //   any phase    -> kDone       (finish(): the channel is closed and the loop stops)
 // The fingerprint request and the sync check are accepted after the job and before the launch.
 // Heartbeats, acks, terminate and shutdown are accepted in every phase; probe requests and the Horovod

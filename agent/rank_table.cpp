@@ -14,6 +14,14 @@ std::size_t RankTable::add(int rank, pid_t pid) {
   return entries_.size() - 1;
 }
 
+bool RankTable::retire_all() {
+  for (const Entry& e : entries())
+    if (!e.reaped) return false;
+  first_current_ = entries_.size();
+  slot_of_.clear();
+  return true;
+}
+
 std::optional<RankTable::Reaped> RankTable::reap(pid_t pid, int wait_status) {
   const auto it = slot_of_.find(pid);
   if (it == slot_of_.end()) return std::nullopt;

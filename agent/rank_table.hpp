@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -33,14 +34,20 @@ class RankTable {
   // report; nullopt for a child that is not one of the ranks, or a rank already reported.
   std::optional<Reaped> reap(pid_t pid, int wait_status);
 
-  // Every rank started, reaped or not: a reaped rank's group may still hold what the rank left behind,
-  // and the group signals reach it.
-  const std::vector<Entry>& entries() const { return entries_; }
+  // Every rank of the current attempt, reaped or not: a reaped rank's group may still hold what the
+  // rank left behind, and the group signals reach it.
+  std::span<const Entry> entries() const { return std::span<const Entry>(entries_).subspan(first_current_); }
+  // Any slot, of this attempt or an earlier one (an earlier rank's pipes may still be read).
   const Entry& at(std::size_t slot) const { return entries_.at(slot); }
+  // --max-restarts: the ranks started so far are done with, and entries() lists only those added from
+  // now on (what they left behind is reached through the agent's descendants, not their old groups,
+  // whose numbers the kernel may reuse). Returns false, changing nothing, while one is not reaped.
+  bool retire_all();
 
  private:
   std::vector<Entry> entries_;
-  std::map<pid_t, std::size_t> slot_of_;
+  std::size_t first_current_ = 0;  // entries_ before it belong to earlier attempts
+  std::map<pid_t, std::size_t> slot_of_;  // the current attempt's
 };
 
 // The exit report of `rank` from waitpid's status: its exit code, or 128 + N and the signal N that

@@ -34,6 +34,29 @@ TEST_CASE("rank table: slots in start order; each rank's exit is reported once",
   CHECK(first->exit.rank == 4);
 }
 
+TEST_CASE("rank table: a restart retires every reaped rank, and only once all are", "[rank_table]") {
+  RankTable t;
+  t.add(0, 1001);
+  t.add(1, 1002);
+  t.reap(1001, W_EXITCODE(1, 0));
+  CHECK_FALSE(t.retire_all());  // rank 1 still runs
+  CHECK(t.entries().size() == 2);
+  t.reap(1002, W_EXITCODE(0, SIGTERM));
+  CHECK(t.retire_all());
+  CHECK(t.entries().empty());
+  // The next attempt's ranks take new slots; the old slots still name their ranks (their pipes may
+  // still be read), and an old pid that comes again is not taken for a rank.
+  CHECK(t.add(0, 2001) == 2);
+  CHECK(t.entries().size() == 1);
+  CHECK(t.entries()[0].pid == 2001);
+  CHECK(t.at(1).rank == 1);
+  CHECK_FALSE(t.reap(1002, W_EXITCODE(0, 0)));
+  const auto again = t.reap(2001, W_EXITCODE(0, 0));
+  REQUIRE(again);
+  CHECK(again->slot == 2);
+  CHECK(again->exit.rank == 0);
+}
+
 TEST_CASE("rank table: exit reports from wait statuses and failed spawns", "[rank_table]") {
   auto e = hvrun::exit_report(2, W_EXITCODE(0, 0));
   CHECK(e.rank == 2);

@@ -74,6 +74,29 @@ TEST_CASE("agent state: a second Horovod rendezvous is refused only once one is 
                        Catch::Message("launcher: a second Horovod rendezvous request"));
 }
 
+TEST_CASE("agent state: a restart reopens the launch and the Horovod rendezvous, only after a launch",
+          "[agent_state]") {
+  AgentState s;
+  CHECK_THROWS_MATCHES(s.on_message(hvrun::RestartMsg{1, false}), ProtocolError,
+                       Catch::Message("launcher: restart before the launch"));
+  s.on_message(hvrun::JobMsg{});
+  CHECK_THROWS_MATCHES(s.on_message(hvrun::RestartMsg{1, false}), ProtocolError,
+                       Catch::Message("launcher: restart before the launch"));
+  s.on_message(hvrun::HorovodRendezvousMsg{});
+  s.serving_horovod_rendezvous();
+  s.on_message(hvrun::LaunchMsg{});
+  for (int attempt = 1; attempt <= 2; ++attempt) {
+    check_nothing(s.on_message(hvrun::RestartMsg{attempt, true}));
+    CHECK(s.phase() == Phase::kJobKnown);
+    CHECK_THROWS_MATCHES(s.on_message(hvrun::RestartMsg{attempt, true}), ProtocolError,
+                         Catch::Message("launcher: restart before the launch"));
+    check_nothing(s.on_message(hvrun::HorovodRendezvousMsg{}));  // the old one is gone with the restart
+    s.serving_horovod_rendezvous();
+    check_nothing(s.on_message(hvrun::LaunchMsg{}));
+    CHECK(s.phase() == Phase::kLaunched);
+  }
+}
+
 TEST_CASE("agent state: heartbeats, acks, terminate and shutdown are accepted in every phase",
           "[agent_state]") {
   AgentState s;
@@ -102,7 +125,8 @@ TEST_CASE("agent state: messages that only the launcher receives are refused", "
                                       ControlMessage{hvrun::ProbeResultMsg{}}, ControlMessage{hvrun::StartedMsg{}},
                                       ControlMessage{hvrun::ExitedMsg{}}, ControlMessage{hvrun::FatalMsg{}},
                                       ControlMessage{hvrun::HorovodRendezvousReadyMsg{}},
-                                      ControlMessage{hvrun::FingerprintMsg{}});
+                                      ControlMessage{hvrun::FingerprintMsg{}},
+                                      ControlMessage{hvrun::RestartReadyMsg{}});
   AgentState s;
   s.on_message(hvrun::JobMsg{});
   CHECK_THROWS_MATCHES(s.on_message(msg), ProtocolError, Catch::Message("launcher: unexpected control message"));

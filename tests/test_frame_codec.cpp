@@ -96,6 +96,12 @@ TEST_CASE("control messages round-trip and reject malformed input", "[wire]") {
   CHECK(check.files[0].path == "/w/caf\xe9.py");
   CHECK(check.files[0].size == "5000000000");  // beyond int: text
   CHECK(std::get<SyncNeedMsg>(decode_control(encode_control(SyncNeedMsg{{0, 3}}), "p")).need == std::vector<int>{0, 3});
+  const auto restart = std::get<RestartMsg>(decode_control(encode_control(RestartMsg{2, true}), "p"));
+  CHECK(restart.attempt == 2);
+  CHECK(restart.serve_store);
+  const auto restarted = std::get<RestartReadyMsg>(decode_control(encode_control(RestartReadyMsg{4000, 4001}), "p"));
+  CHECK(restarted.free_port == 4000);
+  CHECK(restarted.store_port == 4001);
 
   for (const char* bad : {"", "{", "[]", R"({"type":7})", R"({"type":"nope"})", R"({"type":"exited","rank":"x"})",
                           R"({"type":"hello"})"}) {

@@ -157,6 +157,21 @@ TEST_CASE("Horovod across three lab hosts: rendezvous, topology, collectives, tr
     CHECK(wait_until_gone(marker, 2s).empty());
     CHECK(agents_left(agent_pids(r.err), 2s).empty());
   }
+  {
+    INFO("--max-restarts 1: the failure restarts all 6 ranks, which hvd.init() again on a fresh rendezvous and "
+         "reach the same failure, which ends the job");
+    auto r = run(hvrun_on(lab, home,
+                          args({"--kill-grace", "2", "--max-restarts", "1", kPython, checks_program(), "fail", "3"})),
+                 240s);
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 7);
+    CHECK(count_of(r.out, "<stdout>:HVD allreduce rank=") == 12);  // both attempts got through hvd.init()
+    CHECK(count_of(r.err, "Horovod's Gloo rendezvous is at ") == 2);
+    CHECK_THAT(r.err, Catch::Contains("restart 1 of 1: 6 ranks started again"));
+    CHECK_THAT(r.err, Catch::Contains("no restart left: all 1 of --max-restarts were used"));
+    CHECK(wait_until_gone(marker, 2s).empty());
+    CHECK(agents_left(agent_pids(r.err), 2s).empty());
+  }
 }
 
 TEST_CASE("Horovod hang: Ctrl-C shows where every rank is, the stuck one apart, then stops them all within the "

@@ -90,3 +90,41 @@ TEST_CASE("teardown: a failure recorded with its own code is not reported again"
   CHECK_FALSE(check.on_signal(2).report);
   CHECK(check.exit_code() == 0);
 }
+
+TEST_CASE("teardown: a restart is no failure; a signal while the ranks stop for it, or between attempts, ends "
+          "the job",
+          "[teardown][restarts]") {
+  Teardown t(3000ms);
+  CHECK_FALSE(t.restart());  // nothing runs yet
+  t.advance(Phase::kRunning);
+  REQUIRE(t.restart());
+  CHECK(t.phase() == Phase::kRestarting);
+  CHECK(t.activity() == "stopping the ranks to restart them");
+  CHECK_FALSE(t.failure_reported());
+  CHECK(t.exit_code() == 0);
+  CHECK_FALSE(t.restart());  // a second failure while they stop starts nothing more
+  CHECK_FALSE(t.before_launch());
+  CHECK(t.on_stall().action == Action::kNothing);
+  t.advance(Phase::kRelaunching);
+  CHECK(t.before_launch());
+  CHECK(t.activity() == "preparing the hosts for a restart");
+  t.advance(Phase::kRunning);
+  REQUIRE(t.restart());
+  // SIGINT while the ranks stop for the restart: they stop with grace, and the job ends 128 + 2.
+  const auto d = t.on_signal(2);
+  CHECK(d.report);
+  CHECK(d.action == Action::kStopRanks);
+  CHECK(d.grace == 3000ms);
+  CHECK(t.exit_code() == 130);
+
+  Teardown between(3000ms);
+  between.advance(Phase::kRunning);
+  between.restart();
+  between.advance(Phase::kRelaunching);
+  const auto s = between.on_signal(15);  // no rank runs: the agents go at once
+  CHECK(s.action == Action::kShutDown);
+  CHECK(between.exit_code() == 143);
+  Teardown lost(3000ms);
+  lost.advance(Phase::kRelaunching);
+  CHECK(lost.fail().action == Action::kShutDown);
+}

@@ -63,6 +63,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(SyncFile, path, size, sha256)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(SyncCheckMsg, files)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(SyncNeedMsg, need)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TerminateMsg, grace_ms)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RestartMsg, attempt, serve_store)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RestartReadyMsg, free_port, store_port)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(OutputAckMsg, bytes)
 
 // report_cpu and a heartbeat's cpu_ms may be missing (then false and 0): the agent does not check the
@@ -122,6 +124,8 @@ HVRUN_MESSAGE_NAME(FingerprintRequestMsg, "fingerprint_request")
 HVRUN_MESSAGE_NAME(FingerprintMsg, "fingerprint")
 HVRUN_MESSAGE_NAME(SyncCheckMsg, "sync_check")
 HVRUN_MESSAGE_NAME(SyncNeedMsg, "sync_need")
+HVRUN_MESSAGE_NAME(RestartMsg, "restart")
+HVRUN_MESSAGE_NAME(RestartReadyMsg, "restart_ready")
 #undef HVRUN_MESSAGE_NAME
 
 // A JSON value that is not a number, or a number an int holds exactly.

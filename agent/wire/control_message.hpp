@@ -16,7 +16,7 @@ namespace hvrun {
 // Raised whenever a control message changes (a field added, removed or changing meaning). HelloMsg
 // carries it and the launcher refuses an agent of another one, so neither side misreads the other.
 // An agent whose hello lacks it speaks version 1.
-inline constexpr int kControlVersion = 5;
+inline constexpr int kControlVersion = 6;
 
 // launcher → agent, first message: the job's secret and how often each side must hear the other.
 // Either side that hears nothing for heartbeat_ms decides the other is gone.
@@ -207,6 +207,23 @@ struct StacksMsg {
   std::vector<RankStack> ranks;
 };
 
+// launcher → agent, --max-restarts: every rank of this host has exited (each reported), and the job
+// starts them again as attempt `attempt` (1 for the first restart). The agent forgets its Horovod
+// rendezvous and, when `serve_store` (this host now runs rank 0), serves a fresh store; then it
+// answers RestartReadyMsg and takes a new LaunchMsg. Refused before the launch, or while a rank of
+// this host still runs.
+struct RestartMsg {
+  int attempt = 0;
+  bool serve_store = false;
+};
+
+// agent → launcher, the answer to RestartMsg: a port free now (the attempt's MASTER_PORT when rank 0
+// runs here) and the fresh store's (0 when not serving).
+struct RestartReadyMsg {
+  int free_port = 0;
+  int store_port = 0;
+};
+
 // launcher → agent: the job is over; kill what is left of the ranks' groups and exit.
 struct ShutdownMsg {};
 
@@ -222,7 +239,7 @@ inline constexpr std::size_t kOutputWindow = 1u << 20;
 using ControlMessage =
     std::variant<JobMsg, ReadyMsg, HeartbeatMsg, HelloMsg, ProbeRequestMsg, ProbeResultMsg, LaunchMsg, StartedMsg, ExitedMsg, FatalMsg, TerminateMsg, ShutdownMsg, OutputAckMsg,
                  HorovodRendezvousMsg, HorovodRendezvousReadyMsg, StacksRequestMsg, StacksMsg, FingerprintRequestMsg,
-                 FingerprintMsg, SyncCheckMsg, SyncNeedMsg>;
+                 FingerprintMsg, SyncCheckMsg, SyncNeedMsg, RestartMsg, RestartReadyMsg>;
 
 std::string encode_control(const ControlMessage& msg);
 // Throws ProtocolError naming `peer` for malformed JSON, an unknown type or missing/mistyped fields

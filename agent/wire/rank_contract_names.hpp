@@ -42,6 +42,12 @@ inline constexpr const char* kTorchWorldSize = "WORLD_SIZE";
 inline constexpr const char* kTorchLocalRank = "LOCAL_RANK";
 inline constexpr const char* kTorchLocalWorldSize = "LOCAL_WORLD_SIZE";
 inline constexpr const char* kTorchGroupRank = "GROUP_RANK";
+// torchrun's restart contract, under --max-restarts (TORCHELASTIC_USE_AGENT_STORE is never set: no
+// torchelastic agent store exists).
+inline constexpr const char* kTorchRestartCount = "TORCHELASTIC_RESTART_COUNT";
+inline constexpr const char* kTorchMaxRestarts = "TORCHELASTIC_MAX_RESTARTS";
+inline constexpr const char* kTorchRunId = "TORCHELASTIC_RUN_ID";
+inline constexpr const char* kTorchUseAgentStore = "TORCHELASTIC_USE_AGENT_STORE";
 inline constexpr const char* kMasterAddr = "MASTER_ADDR";
 inline constexpr const char* kMasterPort = "MASTER_PORT";
 

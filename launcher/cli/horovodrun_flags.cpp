@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <string_view>
 
 #include <CLI/CLI.hpp>
@@ -110,7 +111,8 @@ struct Refused {
   const char* help;
 };
 constexpr std::array kElastic{
-    Refused{"--min-np,--min-num-proc", 1, "N", "Refused (horovodrun's: fewest ranks that keep training)"},
+    Refused{"--min-np,--min-num-proc", 1, "N",
+            "With --max-restarts: the fewest ranks a restart may go on with; else refused (horovodrun's elastic)"},
     Refused{"--max-np,--max-num-proc", 1, "N", "Refused (horovodrun's: most ranks to scale up to)"},
     Refused{"--slots-per-host", 1, "N", "Refused (horovodrun's: slots of each discovered host)"},
     Refused{"--elastic-timeout", 1, "SECONDS", "Refused (horovodrun's: wait for hosts after a change)"},
@@ -120,8 +122,9 @@ constexpr std::array kElastic{
     Refused{"--host-discovery-script", 1, "SCRIPT", "Refused (horovodrun's: the program that lists the hosts)"},
 };
 constexpr const char* kElasticAdvice =
-    ": elastic training (--min-np, --max-np, --host-discovery-script, ...) is not supported by hvrun; run a "
-    "fixed-size job (-np N -H host:slots,...), or use horovodrun for an elastic one";
+    ": Horovod's elastic training (--min-np, --max-np, --host-discovery-script, ...) is not supported by hvrun; "
+    "to restart every rank after a failure, give --max-restarts N (torchrun's; with --min-np the job may go on "
+    "with fewer ranks), or use horovodrun for an elastic one";
 
 }  // namespace
 
@@ -175,7 +178,18 @@ void add_horovodrun_options(CLI::App& app, HorovodrunFlags& f) {
 void settle_horovodrun_options(const CLI::App& app, const HorovodrunFlags& f, LaunchOptions& o) {
   for (const Refused& r : kElastic) {
     const std::string first(std::string_view(r.names).substr(0, std::string_view(r.names).find(',')));
-    if (app.get_option(first)->count() > 0) {
+    const CLI::Option* given = app.get_option(first);
+    // With --max-restarts, --min-np is the fewest ranks a restart may go on with.
+    if (first == "--min-np" && given->count() > 0 && o.max_restarts > 0) {
+      const std::string text = given->as<std::string>();
+      int n = 0;
+      const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+      if (text.empty() || ec != std::errc() || end != text.data() + text.size() || n < 1)
+        throw UsageError("--min-np: '" + text + "' is not a whole number of ranks, 1 or more");
+      o.min_np = n;
+      continue;
+    }
+    if (given->count() > 0) {
       std::string names = r.names;
       std::replace(names.begin(), names.end(), ',', '/');
       throw UsageError(names + kElasticAdvice);

@@ -246,6 +246,12 @@ void define_options(CLI::App& app, CliBindings& b) {
       ->transform(seconds(false))
       ->type_name("SECONDS")
       ->group(g::kSupervision);
+  app.add_option("--max-restarts", o.max_restarts,
+                 "Restart every rank, up to N times in all, after a rank fails or a host is lost (torchrun's; "
+                 "with --min-np, go on with fewer ranks; default: 0)")
+      ->transform(int_in_range(0, 1'000'000, "a whole number of restarts, 0 or more"))
+      ->type_name("N")
+      ->group(g::kSupervision);
   app.add_option("-x,--env", b.env, "Pass VAR (hvrun's value) or set VAR=VALUE for ranks; repeatable")
       ->check(kEnvAssignment)
       ->allow_extra_args(false)
@@ -364,6 +370,9 @@ CliResult parse_command_line(int argc, const char* const* argv) {
         throw UsageError(label_of(*ssh_only) + " applies to hvrun's own SSH, which --rsh-agent replaces; put it in "
                          "the --rsh-agent command instead (e.g. --rsh-agent 'ssh -p 2222')");
   }
+  if (o.max_restarts > 0 && o.mpi)
+    throw UsageError("--max-restarts: with --mpi, Open MPI's mpirun runs the ranks and hvrun cannot restart them; "
+                     "drop --mpi (hvrun then starts the ranks itself) or drop --max-restarts");
   if (!o.sync_dirs.empty() && o.dry_run)
     throw UsageError("--sync copies files to the hosts, which --dry-run never contacts; drop one of them");
   if (o.matrix && !o.check_only) throw UsageError("--matrix only applies to --check-only; add --check-only or drop --matrix");
@@ -414,6 +423,14 @@ CliResult parse_command_line(int argc, const char* const* argv) {
   if (o.hosts.empty())
     o.hosts = allocation ? allocation->nodes : std::vector<HostSpec>{HostSpec{"localhost", b.np > 0 ? b.np : 1}};
   o.launcher = choose_launcher(b.launcher, !o.rsh_agent.empty(), allocation, o.hosts);
+  if (o.min_np > 0) {
+    long slots = 0;
+    for (const HostSpec& h : o.hosts) slots += h.slots;
+    const long np = o.np > 0 ? o.np : slots;
+    if (o.min_np > np)
+      throw UsageError("--min-np " + std::to_string(o.min_np) + " exceeds the job's " + std::to_string(np) +
+                       " ranks (-np, or the hosts' slots); give --min-np at most " + std::to_string(np));
+  }
   if (!o.sync_dirs.empty() && o.launcher != AgentLauncher::kSsh)
     throw UsageError(std::string("--sync copies files over hvrun's own SSH, which ") +
                      (o.launcher == AgentLauncher::kRsh ? "--rsh-agent" : "srun (--launcher slurm)") +

@@ -41,6 +41,12 @@ struct LaunchOptions {
   std::chrono::milliseconds kill_grace{3'000};
   std::chrono::milliseconds heartbeat_timeout{20'000};  // --heartbeat-timeout
   std::chrono::milliseconds stall_timeout{0};            // --stall-timeout; 0: off
+  // --max-restarts (torchrun's): how many times in all the job may stop every rank and start them
+  // again after a rank fails or a host is lost (launcher/job/restart_plan.hpp); 0: the first failure
+  // ends the job. --min-np (horovodrun's name): with restarts, the fewest ranks an attempt may run with
+  // when hosts are lost; 0: every attempt runs -np ranks.
+  int max_restarts = 0;
+  int min_np = 0;
   // -x VAR (nullopt: pass the launcher's value) or VAR=VALUE (VALUE may be empty or hold '=')
   std::vector<std::pair<std::string, std::optional<std::string>>> env;
   std::string output_filename;       // --output-filename DIR

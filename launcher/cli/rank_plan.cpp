@@ -58,17 +58,42 @@ RankPlan::RankPlan(std::vector<HostSpec> hosts, int np, bool no_oversubscribe) {
     const auto shares = proportional_shares(hosts_, size_, total_slots_);
     for (std::size_t i = 0; i < hosts_.size(); ++i) hosts_[i].local_size = shares[i];
   } else {
-    int left = size_;
-    for (auto& h : hosts_) {
-      h.local_size = std::min(h.slots, left);
-      left -= h.local_size;
-    }
+    fill_in_order();
   }
+  number_ranks();
+}
+
+void RankPlan::fill_in_order() {
+  int left = size_;
+  for (auto& h : hosts_) {
+    h.local_size = std::min(h.slots, left);
+    left -= h.local_size;
+  }
+}
+
+void RankPlan::number_ranks() {
   int next = 0;
   for (auto& h : hosts_) {
     h.first_rank = next;
     next += h.local_size;
   }
+}
+
+RankPlan RankPlan::without(const std::vector<bool>& gone, int np) const {
+  if (gone.size() != hosts_.size()) throw Error("a restart plan needs one gone-or-not per host");
+  RankPlan next;
+  next.hosts_ = hosts_;
+  for (std::size_t i = 0; i < hosts_.size(); ++i) {
+    if (gone[i]) next.hosts_[i].slots = 0;
+    next.total_slots_ += next.hosts_[i].slots;
+  }
+  if (np < 1 || np > next.total_slots_)
+    throw Error("a restart plan for " + std::to_string(np) + " ranks on " + std::to_string(next.total_slots_) +
+                " slots");
+  next.size_ = np;
+  next.fill_in_order();
+  next.number_ranks();
+  return next;
 }
 
 RankInfo RankPlan::rank(int global_rank) const {

@@ -36,8 +36,17 @@ class RankPlan {
   bool oversubscribed() const { return size_ > total_slots_; }
   const std::vector<HostPlan>& hosts() const { return hosts_; }
   RankInfo rank(int global_rank) const;  // 0 <= global_rank < size()
+  // --max-restarts: the plan for `np` ranks on the hosts not `gone` (parallel to hosts()), filled in
+  // order; gone hosts stay in hosts() with no slot and no rank. Throws Error when the hosts left have
+  // fewer than `np` slots (the caller decides np from them) or np < 1.
+  RankPlan without(const std::vector<bool>& gone, int np) const;
 
  private:
+  RankPlan() = default;
+  // Fills hosts in order, each up to its slots, with size_ ranks (size_ <= total_slots_); then numbers them.
+  void fill_in_order();
+  void number_ranks();
+
   std::vector<HostPlan> hosts_;
   int size_ = 0;
   int total_slots_ = 0;

@@ -1,6 +1,7 @@
 #include "launcher/job/job.hpp"
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <utility>  // before Asio: docs/DESIGN.md §8
 #include <boost/asio/io_context.hpp>
@@ -19,6 +20,7 @@
 #include "agent/wire/heartbeat.hpp"
 #include "agent/wire/exit_status.hpp"
 #include "agent/wire/job_secret.hpp"
+#include "agent/wire/local_hostname.hpp"
 #include "agent/wire/log.hpp"
 #include "agent/wire/user_message.hpp"
 #include "launcher/base/host_names.hpp"
@@ -30,6 +32,7 @@
 #include "launcher/job/nic_discovery.hpp"
 #include "launcher/job/rank_exits.hpp"
 #include "launcher/job/rank_launch.hpp"
+#include "launcher/job/restart_plan.hpp"
 #include "launcher/job/stack_groups.hpp"
 #include "launcher/job/stall_watch.hpp"
 #include "launcher/job/teardown.hpp"
@@ -84,7 +87,8 @@ struct Job::Impl {
         sync_timer(io),
         secret(JobSecret::generate()),
         teardown(options.kill_grace),
-        stall(options.stall_timeout, heartbeat_interval(options.heartbeat_timeout)) {}
+        stall(options.stall_timeout, heartbeat_interval(options.heartbeat_timeout)),
+        restarts(options.max_restarts, plan.size(), options.min_np) {}
 
   LaunchOptions options;
   RankPlan plan;
@@ -124,6 +128,12 @@ struct Job::Impl {
   std::unique_ptr<FileSender> sender;   // --sync: from the first host that lacks a file on
   std::unique_ptr<StatusLine> sync_status;
   bool sync_reported = false;
+  // --max-restarts: the budget, the hosts lost since the first launch (parallel to hosts), the agents
+  // whose restart_ready is awaited, and when the failure that began the restart under way came.
+  RestartPlan restarts;
+  std::vector<bool> gone;
+  std::vector<bool> restart_awaited;
+  Clock::time_point restart_since{};
   std::unique_ptr<AgentStartup> startup;  // last: its Connector goes first, so no late result reaches the job
 
   // The ranks' environment policy and working directory, the same for the fingerprints and the launch.
@@ -204,13 +214,10 @@ struct Job::Impl {
 
   void start_agents() {
     hosts = job_hosts(plan, kResolveTimeout);
-    exits = RankExits(plan.size());
+    gone.assign(hosts.size(), false);
+    assign_ranks();
     std::vector<std::string> names;
-    for (std::size_t i = 0; i < hosts.size(); ++i) {
-      const HostPlan& hp = plan.hosts()[hosts[i].plan_index];
-      exits.assign(i, hp.first_rank, hp.local_size);
-      names.push_back(hosts[i].name);
-    }
+    for (const Host& h : hosts) names.push_back(h.name);
     links = std::make_unique<AgentLinks>(
         io, names, options.heartbeat_timeout,
         AgentLinks::Events{.on_frame = [this](std::size_t i, Frame&& f) { on_frame(i, std::move(f)); },
@@ -231,6 +238,25 @@ struct Job::Impl {
     links->start_heartbeats();
   }
 
+  // Which host runs which rank, from the plan; every rank running.
+  void assign_ranks() {
+    exits = RankExits(plan.size());
+    for (std::size_t i = 0; i < hosts.size(); ++i) {
+      const HostPlan& hp = plan.hosts()[hosts[i].plan_index];
+      exits.assign(i, hp.first_rank, hp.local_size);
+    }
+  }
+
+  std::vector<std::string> hosts_with_ranks() const {
+    std::vector<std::string> names;
+    for (std::size_t i = 0; i < hosts.size(); ++i)
+      if (ranks_on(i) > 0) names.push_back(hosts[i].name);
+    return names;
+  }
+
+  // TORCHELASTIC_RUN_ID: this launcher's job, the same in every attempt.
+  std::string run_id() const { return "hvrun-" + local_hostname() + "-" + std::to_string(::getpid()); }
+
   // Every agent start has ended.
   void on_connected() {
     timings.connected = Clock::now();
@@ -238,9 +264,18 @@ struct Job::Impl {
     if (const auto failures = connect_failures(hosts)) fail_job(*failures);
   }
 
+  // The host that runs rank 0 in the current plan (it serves the store and Horovod's rendezvous).
+  std::size_t rank0_host() const {
+    for (std::size_t i = 0; i < hosts.size(); ++i) {
+      const HostPlan& hp = plan.hosts()[hosts[i].plan_index];
+      if (hp.first_rank == 0 && hp.local_size > 0) return i;
+    }
+    return 0;
+  }
+
   // Starts the conversation with the agent of hosts[i] over `fd`.
   void attach(std::size_t i, UniqueFd fd) {
-    const bool serves_store = exits.size() > 0 && exits.host_of(0) == i;
+    const bool serves_store = rank0_host() == i;
     links->attach(i, std::move(fd),
                   JobMsg{secret.hex(), static_cast<int>(options.heartbeat_timeout.count()), static_cast<int>(i),
                          serves_store, stall.enabled()});
@@ -430,7 +465,7 @@ struct Job::Impl {
   // Horovod's client gives up after three refused tries, so its rendezvous must listen before any rank
   // starts: rank 0's agent starts it on its chosen NIC, and the launch waits for the port.
   void serve_horovod_rendezvous() {
-    const std::size_t r0 = exits.host_of(0);
+    const std::size_t r0 = rank0_host();
     const NicChoice c = *nics->choice_of(r0);
     std::vector<std::vector<InterfaceInfo>> job_interfaces;
     for (const Host& h : hosts) job_interfaces.push_back(h.hello->interfaces);
@@ -473,14 +508,22 @@ struct Job::Impl {
   }
 
   void launch() {
-    const JobServices services{exits.host_of(0), secret.store_token(), horovod_rendezvous_addr,
-                               horovod_rendezvous_port};
+    JobServices services{rank0_host(), secret.store_token(), horovod_rendezvous_addr, horovod_rendezvous_port, {}};
+    if (restarts.enabled()) services.restarts = JobNetwork::Restarts{restarts.used(), restarts.max(), run_id()};
     const JobNetwork net = job_network(hosts, plan, *nics->round(), services);
-    warn_about_user_environment(env(), *nics->round());
+    if (restarts.used() == 0) warn_about_user_environment(env(), *nics->round());
+    if (restarts.used() > 0) {  // the failed attempt's exits are all in: the new plan's
+      assign_ranks();
+      for (int r = 0; r < plan.size(); ++r) output->restart(r);
+    }
     for (std::size_t i = 0; i < hosts.size(); ++i)
-      links->send(i, launch_message(hosts[i], plan, net, env(), options, rank_cwd()));
+      links->send(i, launch_message(hosts[i], plan, net, env(), options, rank_cwd()));  // none to a lost host
     teardown.advance(Phase::kRunning);
     deadline.cancel();
+    if (restarts.used() > 0)
+      spdlog::warn("restart {} of {}: {} ranks started again on {}, {} after the failure", restarts.used(),
+                   restarts.max(), plan.size(), fold_names(hosts_with_ranks()),
+                   seconds_text(std::chrono::duration_cast<milliseconds>(Clock::now() - restart_since)));
     spdlog::info("started {} ranks on {} hosts", plan.size(), hosts.size());
     if (stall.enabled()) {
       stall.start(Clock::now());
@@ -631,7 +674,7 @@ struct Job::Impl {
 
   void handle(std::size_t i, HorovodRendezvousReadyMsg m) {
     if (teardown.tearing_down()) return;  // the job failed meanwhile
-    if (teardown.phase() != Phase::kRendezvous || i != exits.host_of(0))
+    if (teardown.phase() != Phase::kRendezvous || i != rank0_host())
       throw ProtocolError(links->peer(i) + ": Horovod rendezvous ready out of turn");
     log_of(LogSubsys::kRendezvous)
         .info("Horovod's Gloo rendezvous is at {}:{} on {}", *horovod_rendezvous_addr, m.port, hosts[i].name);
@@ -649,9 +692,19 @@ struct Job::Impl {
     if (!exits.record(m.rank))
       throw ProtocolError(links->peer(i) + ": rank " + std::to_string(m.rank) + " exited twice");
     output->flush(m.rank);
-    if (exit_failed(m) && teardown.phase() == Phase::kRunning) report_rank_failure(i, m);
+    if (exit_failed(m) && teardown.phase() == Phase::kRunning) {
+      if (restarts.used() < restarts.max()) {
+        output->drain(kReportDrainTimeout);
+        log_report(LogLevel::warn, rank_failure_report(m, hosts[i].name, output->stderr_digest(m.rank),
+                                                       output->last_stderr(m.rank), exits.running()));
+        begin_restart("rank " + std::to_string(m.rank) + " on " + hosts[i].name + " " + describe_exit(m));
+      } else {
+        report_rank_failure(i, m);
+      }
+    }
     if (exits.all_exited()) {
       timings.ranks_done = Clock::now();
+      if (teardown.phase() == Phase::kRestarting) return relaunch();
       shut_down();
     }
   }
@@ -676,6 +729,7 @@ struct Job::Impl {
     output->drain(kReportDrainTimeout);
     log_report(LogLevel::err, rank_failure_report(m, hosts[i].name, output->stderr_digest(m.rank), output->last_stderr(m.rank),
                                                    exits.running()));
+    if (restarts.enabled()) spdlog::error("no restart left: all {} of --max-restarts were used", restarts.max());
     stop_ranks(options.kill_grace);
   }
 
@@ -692,8 +746,99 @@ struct Job::Impl {
       maybe_done();
       return;
     }
-    fail_job("lost the agent on " + h.name + ": " + agent_loss_reason(h, error));
+    const std::string why = "lost the agent on " + h.name + ": " + agent_loss_reason(h, error);
+    if (restarts.enabled() && lose_host(i, why)) return;
+    fail_job(why + (restarts.enabled() && teardown.phase() == Phase::kRunning && restarts.used() == restarts.max()
+                        ? "; no restart left: all " + std::to_string(restarts.max()) + " of --max-restarts were used"
+                        : ""));
     if (exits.all_exited()) shut_down();
+  }
+
+  // ---- --max-restarts (the decisions: restart_plan.hpp) --------------------------------------------
+
+  // --max-restarts: hosts[i] is gone while ranks run or are being stopped for a restart. True when the
+  // job goes on without it (a restart begins, or goes on); false when it cannot (the caller fails it).
+  bool lose_host(std::size_t i, const std::string& why) {
+    const Phase phase = teardown.phase();
+    if (phase != Phase::kRunning && phase != Phase::kRestarting) return false;
+    if (phase == Phase::kRunning && restarts.used() == restarts.max()) return false;
+    gone[i] = true;
+    const auto next = restarts.next(plan, gone, host_names());
+    if (!next.plan) {
+      fail_job(why + "; no restart: " + next.why_not);
+      if (exits.all_exited()) shut_down();
+      return true;
+    }
+    if (phase == Phase::kRestarting) {
+      spdlog::warn("{}; the restart goes on without it", why);
+      if (exits.all_exited()) relaunch();
+    } else if (ranks_on(i) == 0) {
+      spdlog::warn("{}; it ran no rank, so the job goes on without it", why);
+    } else {
+      begin_restart(why);
+      if (exits.all_exited()) relaunch();
+    }
+    return true;
+  }
+
+  std::vector<std::string> host_names() const {
+    std::vector<std::string> names(plan.hosts().size());
+    for (const Host& h : hosts) names[h.plan_index] = h.name;
+    return names;
+  }
+
+  // A rank failed or a host was lost while the ranks ran, and the budget has a restart left: every
+  // rank stops, then relaunch() starts them again.
+  void begin_restart(const std::string& why) {
+    restarts.spend();
+    teardown.restart();
+    restart_since = Clock::now();
+    spdlog::warn("{}: stopping all ranks to restart them (restart {} of {}, --max-restarts)", why, restarts.used(),
+                 restarts.max());
+    links->send_all(TerminateMsg{static_cast<int>(options.kill_grace.count())});
+    arm_deadline(options.kill_grace + kAfterKillSlack, [this] {
+      fail_job("some ranks did not end within " + seconds_text(options.kill_grace + kAfterKillSlack) +
+               " of SIGTERM and SIGKILL, so they cannot be restarted; check those hosts for processes stuck in the kernel");
+    });
+  }
+
+  // Every rank of the failed attempt has ended: the next attempt's plan, then every agent left is
+  // asked to prepare (RestartMsg); the launch follows their answers.
+  void relaunch() {
+    deadline.cancel();
+    teardown.advance(Phase::kRelaunching);
+    auto next = restarts.next(plan, gone, host_names());
+    if (!next.plan) return fail_job("no restart: " + next.why_not);
+    plan = std::move(*next.plan);
+    horovod_rendezvous_addr.reset();
+    horovod_rendezvous_port = 0;
+    restart_awaited.assign(hosts.size(), false);
+    const std::size_t r0 = rank0_host();
+    for (std::size_t i = 0; i < hosts.size(); ++i)
+      if (!links->closed(i)) {
+        restart_awaited[i] = true;
+        links->send(i, RestartMsg{restarts.used(), i == r0});
+      }
+    arm_deadline(options.start_timeout, [this] {
+      std::vector<std::string> silent;
+      for (std::size_t i = 0; i < hosts.size(); ++i)
+        if (restart_awaited[i]) silent.push_back(hosts[i].name);
+      fail_job("no answer within " + seconds_text(options.start_timeout) + " from " + fold_names(silent) +
+               " to the restart; check those hosts");
+    });
+  }
+
+  void handle(std::size_t i, RestartReadyMsg m) {
+    if (teardown.tearing_down()) return;
+    if (teardown.phase() != Phase::kRelaunching || !restart_awaited.at(i))
+      throw ProtocolError(links->peer(i) + ": restart ready out of turn");
+    restart_awaited[i] = false;
+    // The attempt's MASTER_PORT and store, when rank 0 runs there.
+    hosts[i].hello->free_port = m.free_port;
+    hosts[i].ready->store_port = m.store_port;
+    if (std::any_of(restart_awaited.begin(), restart_awaited.end(), [](bool b) { return b; })) return;
+    deadline.cancel();
+    serve_horovod_rendezvous();
   }
 
   // ---- teardown (the decisions: teardown.hpp) ------------------------------------------------------

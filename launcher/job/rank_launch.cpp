@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include "agent/wire/error.hpp"
+#include "agent/wire/rank_contract_names.hpp"
 #include "launcher/nic/nic_selector.hpp"
 #include "launcher/ranks/mpirun_process.hpp"
 #include "launcher/ranks/user_env.hpp"
@@ -32,6 +33,7 @@ JobNetwork job_network(const std::vector<JobHost>& hosts, const RankPlan& plan, 
   net.store_token = services.store_token;
   net.horovod_rendezvous_addr = services.horovod_rendezvous_addr;
   net.horovod_rendezvous_port = services.horovod_rendezvous_port;
+  net.restarts = services.restarts;
   return net;
 }
 
@@ -39,6 +41,8 @@ LaunchMsg launch_message(const JobHost& h, const RankPlan& plan, const JobNetwor
                          const LaunchOptions& options, const std::string& cwd) {
   const HostPlan& hp = plan.hosts()[h.plan_index];
   LaunchMsg m{cwd, options.command, h.is_local ? env.local() : env.remote(), {}};
+  // A torchrun-started program reads this as "a torchelastic agent serves a store": none does here.
+  if (net.restarts) m.env.erase(rank_contract::kTorchUseAgentStore);
   for (int r = hp.first_rank; r < hp.first_rank + hp.local_size; ++r) {
     auto rank_env = rank_environment(plan.rank(r), net);
     apply_user_variables(rank_env, env.user());

@@ -23,6 +23,7 @@ struct JobServices {
   std::string store_token;
   std::optional<std::string> horovod_rendezvous_addr;
   int horovod_rendezvous_port = 0;
+  std::optional<JobNetwork::Restarts> restarts;  // --max-restarts
 };
 
 // Each host's rank contract carries its own host's chosen NIC. Every host has an agent and a NIC.

@@ -5,7 +5,14 @@
 namespace hvrun {
 
 bool Teardown::before_launch() const {
-  return phase_ == Phase::kStarting || phase_ == Phase::kProbing || phase_ == Phase::kRendezvous;
+  return phase_ == Phase::kStarting || phase_ == Phase::kProbing || phase_ == Phase::kRendezvous ||
+         phase_ == Phase::kRelaunching;
+}
+
+bool Teardown::restart() {
+  if (phase_ != Phase::kRunning) return false;
+  phase_ = Phase::kRestarting;
+  return true;
 }
 
 std::string Teardown::activity() const {
@@ -15,6 +22,8 @@ std::string Teardown::activity() const {
     case Phase::kRendezvous: return "starting Horovod's rendezvous";
     case Phase::kRunning: return "supervising the ranks";
     case Phase::kAutopsy: return "collecting the ranks' stacks";
+    case Phase::kRestarting: return "stopping the ranks to restart them";
+    case Phase::kRelaunching: return "preparing the hosts for a restart";
     case Phase::kStopping: return "stopping the ranks";
     case Phase::kShuttingDown:
     case Phase::kDone: return "shutting down the agents";

@@ -7,6 +7,10 @@
 //   kStarting -> kProbing -> [kRendezvous] -> kRunning     (start-up, advance())
 //   kRunning -> kAutopsy                                   (the first SIGINT/SIGTERM, or --stall-timeout:
 //                                                           begin_autopsy(): StacksRequestMsg, then a deadline)
+//   kRunning -> kRestarting -> kRelaunching                (--max-restarts: a rank failed or a host was lost:
+//     -> [kRendezvous] -> kRunning                          restart(): TerminateMsg; once every rank has
+//                                                           ended, RestartMsg to every agent (advance()); the
+//                                                           launch as at the start)
 //   any phase before kShuttingDown -> kStopping            (stop_ranks(): TerminateMsg, then a deadline)
 //   any phase before kShuttingDown -> kShuttingDown        (shut_down(): ShutdownMsg, then a deadline)
 //   any phase -> kDone                                     (finish(): channels closed, output drained)
@@ -19,7 +23,20 @@ class Teardown {
  public:
   // kRendezvous: NICs chosen, waiting for rank 0's agent to serve Horovod's rendezvous; no rank runs yet.
   // kAutopsy: the ranks still run while their stacks are collected, then they are stopped.
-  enum class Phase { kStarting, kProbing, kRendezvous, kRunning, kAutopsy, kStopping, kShuttingDown, kDone };
+  // kRestarting: the failed attempt's ranks are being stopped, to start again (not a failure of the job).
+  // kRelaunching: every rank of it has ended; the agents prepare the next attempt, and no rank runs.
+  enum class Phase {
+    kStarting,
+    kProbing,
+    kRendezvous,
+    kRunning,
+    kAutopsy,
+    kRestarting,
+    kRelaunching,
+    kStopping,
+    kShuttingDown,
+    kDone
+  };
 
   // What the job does next.
   enum class Action {
@@ -39,9 +56,12 @@ class Teardown {
   explicit Teardown(std::chrono::milliseconds kill_grace) : kill_grace_(kill_grace) {}
 
   Phase phase() const { return phase_; }
-  // Start-up moves forward: kProbing, kRendezvous, kRunning.
+  // Start-up moves forward: kProbing, kRendezvous, kRunning; a restart from kRestarting to kRelaunching.
   void advance(Phase to) { phase_ = to; }
-  // No rank was started yet.
+  // kRunning -> kRestarting; false, changing nothing, in any other phase (a failure while the job
+  // already stops or restarts starts nothing more).
+  bool restart();
+  // No rank was started yet, or (kRelaunching) none runs between two attempts.
   bool before_launch() const;
   // kShuttingDown or kDone: failures and stops change nothing any more.
   bool tearing_down() const { return phase_ == Phase::kShuttingDown || phase_ == Phase::kDone; }

@@ -37,6 +37,13 @@ class OutputMux {
   void write(int rank, OutputStream stream, std::string_view bytes);
   // The rank's streams are over (it exited): print partial lines as lines.
   void flush(int rank);
+  // --max-restarts: the rank starts again; what its earlier run said of its end is forgotten (its
+  // output, already written, stays where it is).
+  void restart(int rank) {
+    flush(rank);
+    ranks_.at(rank).tail.clear();
+    ranks_.at(rank).digest = StderrDigest();
+  }
   const std::deque<std::string>& last_stderr(int rank) const { return ranks_.at(rank).tail; }
   // What the rank's stderr said of its end: its crash report, its last traceback's exception.
   const StderrDigest& stderr_digest(int rank) const { return ranks_.at(rank).digest; }

@@ -60,6 +60,11 @@ std::map<std::string, std::string> rank_environment(const RankInfo& rank, const 
     env[kHorovodGlooRendezvousAddr] = *net.horovod_rendezvous_addr;
     env[kHorovodGlooRendezvousPort] = str(net.horovod_rendezvous_port);
   }
+  if (net.restarts) {
+    env[kTorchRestartCount] = str(net.restarts->count);
+    env[kTorchMaxRestarts] = str(net.restarts->max);
+    env[kTorchRunId] = net.restarts->run_id;
+  }
   return env;
 }
 

@@ -25,12 +25,20 @@ struct JobNetwork {
   std::string store_token;
   std::optional<std::string> horovod_rendezvous_addr;  // Horovod's Gloo rendezvous (nothing until it exists)
   int horovod_rendezvous_port = 0;
+  // --max-restarts: which attempt this is (0 for the first), of how many restarts, in which job.
+  struct Restarts {
+    int count = 0;
+    int max = 0;
+    std::string run_id;
+  };
+  std::optional<Restarts> restarts;
 };
 
 // The contract variables for one rank: HVRUN_*, HOROVOD_*, NCCL/GLOO_SOCKET_IFNAME, torch's env://,
 // and what horovodrun's Gloo mode gives besides (HOROVOD_CONTROLLER/CPU_OPERATIONS=gloo,
 // PYTHONUNBUFFERED=1). HVRUN_STORE_ADDR/PORT/TOKEN appear only once net.store_addr is set,
-// HOROVOD_GLOO_RENDEZVOUS_ADDR/PORT once net.horovod_rendezvous_addr is. GROUP_RANK is rank.node_rank.
+// HOROVOD_GLOO_RENDEZVOUS_ADDR/PORT once net.horovod_rendezvous_addr is, TORCHELASTIC_RESTART_COUNT,
+// _MAX_RESTARTS and _RUN_ID once net.restarts is. GROUP_RANK is rank.node_rank.
 // Throws Error when net.hosts has no entry for rank.host_index.
 std::map<std::string, std::string> rank_environment(const RankInfo& rank, const JobNetwork& net);
 
