@@ -30,7 +30,7 @@ TEST_CASE("restart plan: one budget for the whole job, spent by each restart", "
   CHECK(two.used() == 2);
 }
 
-TEST_CASE("restart plan: a rank failure keeps the plan; a lost host's ranks move only where slots hold them",
+TEST_CASE("restart plan: a rank failure keeps the plan, a lost host's ranks move only where slots hold them",
           "[restarts]") {
   const RankPlan plan = three_hosts(4);  // a:2 (ranks 0,1), b:2 (ranks 2,3), c unused
   {

@@ -60,8 +60,8 @@ struct RestartLab {
     return;                                            \
   }
 
-TEST_CASE("--max-restarts with torch DDP on lab hosts: a rank killed mid-run restarts every rank, a spent budget "
-          "ends the job naming the failure",
+TEST_CASE("restarts with torch DDP on lab hosts: a rank killed mid-run restarts every rank, a spent budget ends "
+          "the job naming the failure",
           "[lab][restarts]") {
   HVRUN_SKIP_WITHOUT_TORCH_LAB();
   RestartLab t;
@@ -108,7 +108,7 @@ TEST_CASE("--max-restarts with torch DDP on lab hosts: a rank killed mid-run res
   }
 }
 
-TEST_CASE("--max-restarts with torch DDP on lab hosts: a host cut off mid-run is dropped; with --min-np the ranks "
+TEST_CASE("restarts with torch DDP on lab hosts: a host cut off mid-run is dropped, with --min-np the ranks "
           "restart on the hosts left, without it the job ends naming the host",
           "[lab][restarts][faults]") {
   HVRUN_SKIP_WITHOUT_TORCH_LAB();
