@@ -6,13 +6,17 @@
 #include <array>
 #include <charconv>
 #include <cstring>
+#include <future>
 #include <map>
+#include <mutex>
+#include <optional>
 
 #include "agent/wire/child_process.hpp"
 #include "agent/wire/duration_text.hpp"
 #include "agent/wire/error.hpp"
 #include "launcher/base/open_files_limit.hpp"
 #include "launcher/base/shell_quote.hpp"
+#include "launcher/ssh/openssh_config_index.hpp"
 
 namespace hvrun {
 
@@ -165,6 +169,38 @@ OpenSshHostConfig query_openssh_config(const std::string& host, const std::strin
   } catch (const Error& e) {
     throw Error(host + ": " + e.what());
   }
+}
+
+OpenSshHostConfig openssh_config_for(const std::string& host, const std::string& config_file,
+                                     std::chrono::milliseconds timeout) {
+  const auto sharing = OpenSshConfigIndex::read(config_file, passwd_home()).sharing(host);
+  if (!sharing) return query_openssh_config(host, config_file, timeout);
+  // One answer per key for the process: the key holds the files' contents, so an edited file is read anew.
+  static std::mutex mutex;
+  static std::map<std::string, std::shared_future<std::optional<OpenSshHostConfig>>> answers;
+  const std::string key = config_file + '\0' + sharing->key;
+  std::promise<std::optional<OpenSshHostConfig>> mine;
+  std::shared_future<std::optional<OpenSshHostConfig>> theirs;
+  {
+    std::lock_guard lock(mutex);
+    const auto [it, first] = answers.try_emplace(key, mine.get_future().share());
+    if (!first) theirs = it->second;
+  }
+  if (!theirs.valid()) {
+    try {
+      OpenSshHostConfig config = query_openssh_config(host, config_file, timeout);
+      mine.set_value(config);
+      return config;
+    } catch (...) {
+      mine.set_value(std::nullopt);  // the others run their own, and get their own error
+      throw;
+    }
+  }
+  if (theirs.wait_for(timeout) != std::future_status::ready || !theirs.get())
+    return query_openssh_config(host, config_file, timeout);
+  OpenSshHostConfig config = *theirs.get();
+  if (!sharing->names_hostname) config.hostname = host;  // OpenSSH's default: the name as written
+  return config;
 }
 
 std::string proxy_jump_command(const std::string& jumps, const JumpSettings& settings) {

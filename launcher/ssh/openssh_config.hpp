@@ -36,6 +36,14 @@ OpenSshHostConfig parse_openssh_dump(const std::string& text, const std::string&
 OpenSshHostConfig query_openssh_config(const std::string& host, const std::string& config_file,
                                        std::chrono::milliseconds timeout);
 
+// What query_openssh_config gives for `host`, from one `ssh -G` shared by every host that OpenSSH
+// configures alike (OpenSshConfigIndex, openssh_config_index.hpp): the first such host runs it, the
+// others (on any thread) wait for it, at most `timeout` longer, and take its answer with their own name
+// as hostname unless a HostName line applies. A host whose shared run failed, or whose config may
+// depend on its name, runs its own (and gets its own error). Its errors are query_openssh_config's.
+OpenSshHostConfig openssh_config_for(const std::string& host, const std::string& config_file,
+                                     std::chrono::milliseconds timeout);
+
 // How the `ssh` that runs a ProxyJump is told to behave like hvrun's own connection.
 struct JumpSettings {
   std::string config_file;  // passed with -F when not empty: the hops are looked up in the same config

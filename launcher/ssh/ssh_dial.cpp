@@ -103,7 +103,7 @@ DialedSession dial_session(Core& core, const SshTarget& target) {
   // The host as written is matched against the config by OpenSSH itself (see openssh_config.hpp); libssh
   // only ever sees what that yields. Its own config parser is not run.
   const std::string config_file = openssh_config_file(ssh_dir);
-  const OpenSshHostConfig config = query_openssh_config(target.host, config_file, target.connect_timeout);
+  const OpenSshHostConfig config = openssh_config_for(target.host, config_file, target.connect_timeout);
   std::string known_hosts = ssh_dir + "/known_hosts";
   if (!config.known_hosts_file.empty()) known_hosts = expand_tilde(config.known_hosts_file, ssh_dir);
   set_option(core, SSH_OPTIONS_KNOWNHOSTS, known_hosts.c_str(), "known hosts file " + known_hosts);
