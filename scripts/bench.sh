@@ -593,7 +593,7 @@ done
 if ((alone_n)); then
   AC=$(med alone.cpu)
   AS=$(med alone.self)
-  row "CPU" "user+sys of hvrun alone, $alone_n remote hosts × 2 slots (h1..h$alone_n, no local agent), with its children (\`ssh -G\` per host) · its own" \
+  row "CPU" "user+sys of hvrun alone, $alone_n remote hosts × 2 slots (h1..h$alone_n, no local agent), with its children (\`ssh -G\`, once per distinct ssh config) · its own" \
     "$(calc "printf \"%.3f s\", ${AC:-0} / 1000") · $(calc "printf \"%.3f s\", ${AS:-0} / 1000")" "—" "—" "—" "—" "≤ 0.15 s" \
     "$([[ -n $AC ]] && verdict "$(le "$AC" 150)" || echo n/a) · $([[ -n $AS ]] && verdict "$(le "$AS" 150)" || echo n/a)"
 fi

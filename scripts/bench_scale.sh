@@ -16,7 +16,7 @@
 # reported apart), then one run of each whose ranks print their agent's VmHWM and
 # RssAnon (/proc/$PPID/status: a rank's parent is its agent), then `lab.sh down`. Every run starts on
 # lab host 0 under scripts/bench/run_timed: wall time fork to exit; hvrun's CPU with its children
-# (wait4: its local agent and ranks, `ssh -G` per host, and with --rsh-agent every agent, all of which
+# (wait4: its local agent and ranks, `ssh -G` once per distinct ssh config, and with --rsh-agent every agent, all of which
 # are its descendants) and without (its own utime+stime); peak RSS (wait4's: the largest of hvrun and
 # its children). From hvrun's --verbose timings: connect, agents up, probe, probes sent, teardown.
 # The 1-minute load average is taken before and after each size's runs: the figures of a shared
@@ -296,7 +296,7 @@ if [[ -n $out_md ]]; then
     cat "$table"
     echo
     echo "- **own CPU**: hvrun's utime+stime alone; **with children**: wait4's, which adds its local agent and"
-    echo "  rank, one \`ssh -G\` per host (OpenSSH's reading of ~/.ssh/config), and with --rsh-agent every"
+    echo "  rank, \`ssh -G\` once per distinct ssh config (OpenSSH's reading of ~/.ssh/config), and with --rsh-agent every"
     echo "  wrapper and remote agent (all are hvrun's descendants there). Per remote host: own CPU / (N − 1)."
     echo "- **peak RSS**: wait4's, the largest of hvrun and its children (hvrun itself at these sizes)."
     echo "- **threads**: the most threads hvrun's own process had at once (run_timed samples /proc/PID/status every 5 ms)."
