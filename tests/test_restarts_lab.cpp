@@ -117,7 +117,9 @@ TEST_CASE("restarts with torch DDP on lab hosts: a host cut off mid-run is dropp
   auto job = [&](std::vector<std::string> extra) {
     std::vector<std::string> args{"--kill-grace", "2", "--heartbeat-timeout", "3", "--max-restarts", "1"};
     args.insert(args.end(), extra.begin(), extra.end());
-    for (const std::string& a : {std::string("-np"), std::string("4"), std::string("-H"), h1 + ":2," + h2 + ":2",
+    // localhost's slot is left unused by -np 4: it gets no agent, so no restart may place a rank there.
+    for (const std::string& a : {std::string("-np"), std::string("4"), std::string("-H"),
+                                 h1 + ":2," + h2 + ":2,localhost:1",
                                  std::string("-x"), std::string("OMP_NUM_THREADS=1"), std::string("-x"), marker,
                                  std::string(kPython), program(), std::string("0"), std::string("0"),
                                  std::string("60")})

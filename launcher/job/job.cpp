@@ -128,8 +128,9 @@ struct Job::Impl {
   std::unique_ptr<FileSender> sender;   // --sync: from the first host that lacks a file on
   std::unique_ptr<StatusLine> sync_status;
   bool sync_reported = false;
-  // --max-restarts: the budget, the hosts lost since the first launch (parallel to hosts), the agents
-  // whose restart_ready is awaited, and when the failure that began the restart under way came.
+  // --max-restarts: the budget, the hosts lost since the first launch (parallel to plan.hosts(), as
+  // RestartPlan::next wants them), the agents whose restart_ready is awaited (parallel to hosts), and
+  // when the failure that began the restart under way came.
   RestartPlan restarts;
   std::vector<bool> gone;
   std::vector<bool> restart_awaited;
@@ -214,7 +215,13 @@ struct Job::Impl {
 
   void start_agents() {
     hosts = job_hosts(plan, kResolveTimeout);
-    gone.assign(hosts.size(), false);
+    gone.assign(plan.hosts().size(), false);
+    // A host that -np leaves without a rank gets no agent, so no restart may place ranks there.
+    if (restarts.enabled() && hosts.size() < plan.hosts().size()) {
+      std::vector<bool> unused(plan.hosts().size(), true);
+      for (const Host& h : hosts) unused[h.plan_index] = false;
+      plan = plan.without(unused, plan.size());
+    }
     assign_ranks();
     std::vector<std::string> names;
     for (const Host& h : hosts) names.push_back(h.name);
@@ -762,7 +769,7 @@ struct Job::Impl {
     const Phase phase = teardown.phase();
     if (phase != Phase::kRunning && phase != Phase::kRestarting) return false;
     if (phase == Phase::kRunning && restarts.used() == restarts.max()) return false;
-    gone[i] = true;
+    gone[hosts[i].plan_index] = true;
     const auto next = restarts.next(plan, gone, host_names());
     if (!next.plan) {
       fail_job(why + "; no restart: " + next.why_not);
