@@ -188,7 +188,10 @@ TEST_CASE("Horovod hang: Ctrl-C shows where every rank is, the stuck one apart, 
   const std::string marker = unique_marker();
   ChildProcess hvrun(four_rank_job(lab, home, marker, "hvd_hang.py", "2"));
   REQUIRE(hvrun.wait_for_stdout("<stdout>:ready", 4, 120s));
-  hvrun.pump_for(1500ms);  // ranks 0, 1 and 3 reach their allreduce, rank 2 its wait
+  // Ranks 0, 1 and 3 print "stepping" just before their first allreduce; on a loaded 2-core CI machine
+  // a fixed pause after "ready" was not always enough for all three to be inside it.
+  REQUIRE(hvrun.wait_for_stdout("<stdout>:stepping", 3, 60s));
+  hvrun.pump_for(1500ms);  // ranks 0, 1 and 3 wait in their allreduce, rank 2 in its wait
   const auto t0 = std::chrono::steady_clock::now();
   hvrun.signal(SIGINT);
   auto r = hvrun.wait(30s);
