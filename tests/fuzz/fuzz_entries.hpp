@@ -45,6 +45,9 @@ void slurm_lists(std::string_view input);
 void store_protocol(std::string_view input);
 // agent/wire/probe_message.hpp's decode_probe_challenge and decode_probe_answer on the whole input.
 void probe_message(std::string_view input);
+// agent/wire/horovod_pickle.hpp's readers (replies, worker addresses raw and base64) and the Wire
+// framing's open and seal, on the whole input.
+void horovod_pickle(std::string_view input);
 // A rank's own text: StderrDigest line by line, the failure report, and the autopsy's stack groups.
 void rank_text(std::string_view input);
 
@@ -57,6 +60,7 @@ inline constexpr Target kTargets[] = {
     {"frame_decoder", frame_decoder}, {"control_message", control_message}, {"host_list", host_list},
     {"hostfile", hostfile},           {"nic_filter", nic_filter},           {"store_protocol", store_protocol},
     {"slurm_lists", slurm_lists},     {"probe_message", probe_message},     {"rank_text", rank_text},
+    {"horovod_pickle", horovod_pickle},
 };
 
 // libFuzzer's bytes as the string_view the parsers take.
