@@ -5,7 +5,7 @@
 #   agent/        agent/ (itself and the wire layer), hvrun/ — never launcher/ or collectives/
 #   launcher/     rooms in this order, each including only itself, the rooms before it, agent/wire/ and
 #                 hvrun/ (never the agent proper, never collectives/):
-#                   base ssh output nic cli ranks start check job
+#                   base ssh output nic cli ranks start check elastic job
 #   collectives/  collectives/, agent/wire/, hvrun/; the store benchmark (store_bench_main.cpp, a program,
 #                 not the library) also agent/store_server.hpp, the server it measures against
 #   collectives/include/hvrun/ (installed): only hvrun/ headers and the standard library
@@ -31,7 +31,7 @@ allow() {
 allow agent/wire 'agent/wire/|hvrun/' "the wire layer includes only itself and hvrun/"
 allow agent 'agent/|hvrun/' "agent/ includes only agent/ and hvrun/" agent/wire/
 # The launcher's rooms, lowest first. A source file directly in launcher/ belongs to no room: none may be.
-rooms=(base ssh output nic cli ranks start check job)
+rooms=(base ssh output nic cli ranks start check elastic job)
 stray=$(find launcher -maxdepth 1 -name '*.[ch]pp' | sort)
 if [[ -n $stray ]]; then
   printf '%s   <- every launcher source lives in one of the rooms: %s\n' $stray "${rooms[*]}"

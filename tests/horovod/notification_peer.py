@@ -4,8 +4,11 @@
 # Prints "put BASE64" (the worker_addresses value a worker PUTs, made by Horovod's own codec), then
 # "reply HEX" per message (empty when the service closed without answering), then "updated TS RES TYPE"
 # for each HostsUpdatedRequest the service handed to its manager.
+#   notification_peer.py serve KEY_HEX COUNT
+# Prints "put BASE64", then serves until COUNT updates came (or 30 s passed) and prints them as above.
 import socket
 import sys
+import time
 
 from horovod.runner.common.util import codec
 from horovod.runner.elastic.worker import WorkerNotificationService
@@ -19,12 +22,17 @@ class Recorder:
         self.calls.append((timestamp, res))
 
 
-key = bytes.fromhex(sys.argv[1])
+serve = sys.argv[1] == "serve"
+args = sys.argv[2:] if serve else sys.argv[1:]
+key = bytes.fromhex(args[0])
 recorder = Recorder()
 service = WorkerNotificationService(key, None, recorder)
 try:
     print("put", codec.dumps_base64((service.addresses(), key)), flush=True)
-    for message in sys.argv[2:]:
+    deadline = time.monotonic() + 30
+    while serve and len(recorder.calls) < int(args[1]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for message in [] if serve else args[1:]:
         with socket.create_connection(("127.0.0.1", service.get_port()), timeout=10) as s:
             s.sendall(bytes.fromhex(message))
             reply = b""

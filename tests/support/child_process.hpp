@@ -37,6 +37,7 @@ class ChildProcess {
   // Reads output for `duration` (stdout only when not held).
   void pump_for(std::chrono::milliseconds duration);
   const std::string& stderr_so_far() const { return err_; }
+  const std::string& stdout_so_far() const { return out_; }
 
  private:
   void pump(int timeout_ms);
