@@ -51,7 +51,7 @@
 #include "agent/wire/job_secret.hpp"
 #include "agent/probe_listener.hpp"
 #include "agent/prober.hpp"
-#include "agent/horovod_rendezvous.hpp"
+#include "agent/wire/horovod_rendezvous.hpp"
 #include "agent/store_server.hpp"
 #include "agent/rank_process.hpp"
 #include "hvrun/version.hpp"

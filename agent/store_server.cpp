@@ -19,7 +19,7 @@
 #include "agent/wire/error.hpp"
 #include "agent/wire/frame_codec.hpp"
 #include "agent/wire/invariant.hpp"
-#include "agent/tcp_listener.hpp"
+#include "agent/wire/tcp_listener.hpp"
 #include "agent/wire/log.hpp"
 
 namespace hvrun {

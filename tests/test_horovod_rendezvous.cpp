@@ -1,4 +1,4 @@
-// Horovod's Gloo rendezvous server (agent/horovod_rendezvous.hpp): what Horovod's HTTP client needs
+// Horovod's Gloo rendezvous server (agent/wire/horovod_rendezvous.hpp): what Horovod's HTTP client needs
 // (PUT, GET, 404 while missing, DELETE, raw binary values, a case-exact Content-Length on every answer,
 // one request per connection), and what a stranger or a runaway client cannot do (bounds, refused
 // peers, slow requests).
@@ -12,7 +12,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 
-#include "agent/horovod_rendezvous.hpp"
+#include "agent/wire/horovod_rendezvous.hpp"
 #include "agent/wire/error.hpp"
 #include "launcher/ranks/horovod_rendezvous_plan.hpp"
 #include "tests/support/loopback_connection.hpp"

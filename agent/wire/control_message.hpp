@@ -35,7 +35,7 @@ struct ReadyMsg {
 };
 
 // launcher → rank 0's host's agent, after the NIC choice and before the launch: serve Horovod's Gloo
-// rendezvous (agent/horovod_rendezvous.hpp) on `address` (the chosen NIC's IPv4 address) for
+// rendezvous (agent/wire/horovod_rendezvous.hpp) on `address` (the chosen NIC's IPv4 address) for
 // connections from `allowed_peers` (the IPv4 addresses of the job's hosts), for the rest of the job.
 struct HorovodRendezvousMsg {
   std::string address;

@@ -1,4 +1,4 @@
-#include "agent/tcp_listener.hpp"
+#include "agent/wire/tcp_listener.hpp"
 
 #include <boost/asio/ip/v6_only.hpp>
 

@@ -1,4 +1,4 @@
-#include "agent/horovod_rendezvous.hpp"
+#include "agent/wire/horovod_rendezvous.hpp"
 
 #include <utility>  // before Asio: docs/DESIGN.md §8
 #include <boost/asio/io_context.hpp>
@@ -14,7 +14,7 @@
 #include <unordered_set>
 
 #include "agent/wire/error.hpp"
-#include "agent/tcp_listener.hpp"
+#include "agent/wire/tcp_listener.hpp"
 #include "agent/wire/log.hpp"
 
 namespace hvrun {
