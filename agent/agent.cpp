@@ -192,7 +192,7 @@ struct Agent::Impl {
   void handle(const HorovodRendezvousMsg& m) {
     try {
       horovod_rendezvous = std::make_unique<HorovodRendezvous>(
-          io, HorovodRendezvousOptions{m.address, 0, {m.allowed_peers.begin(), m.allowed_peers.end()}, {}});
+          io, HorovodRendezvousOptions{m.address, 0, {m.allowed_peers.begin(), m.allowed_peers.end()}, {}, std::nullopt});
     } catch (const Error& e) {
       return send(FatalMsg{std::string(e.what()) + " on " + local_hostname()});
     }

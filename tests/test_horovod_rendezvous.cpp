@@ -4,7 +4,9 @@
 // peers, slow requests).
 #include <catch2/catch.hpp>
 
+#include <filesystem>
 #include <future>
+#include <optional>
 #include <thread>
 
 #include <utility>  // before Asio: docs/DESIGN.md §8
@@ -14,7 +16,9 @@
 
 #include "agent/wire/horovod_rendezvous.hpp"
 #include "agent/wire/error.hpp"
+#include "launcher/elastic/worker_notifier.hpp"
 #include "launcher/ranks/horovod_rendezvous_plan.hpp"
+#include "tests/support/child_process.hpp"
 #include "tests/support/loopback_connection.hpp"
 
 using namespace hvrun;
@@ -26,8 +30,9 @@ namespace {
 // The server on 127.0.0.1, run by its own io thread as the agent runs it inside its loop.
 class ServedRendezvous {
  public:
-  explicit ServedRendezvous(std::set<std::string> allowed = {"127.0.0.1"}, HorovodRendezvousLimits limits = {})
-      : server_(io_, HorovodRendezvousOptions{"127.0.0.1", 0, std::move(allowed), limits}),
+  explicit ServedRendezvous(std::set<std::string> allowed = {"127.0.0.1"}, HorovodRendezvousLimits limits = {},
+                            std::optional<HorovodElasticHooks> elastic = std::nullopt)
+      : server_(io_, HorovodRendezvousOptions{"127.0.0.1", 0, std::move(allowed), limits, std::move(elastic)}),
         port_(server_.port()),
         thread_([this] { io_.run(); }) {}
   ~ServedRendezvous() {
@@ -263,12 +268,12 @@ TEST_CASE("horovod rendezvous: strangers and slow clients", "[horovod_rendezvous
 
 TEST_CASE("horovod rendezvous: IPv4 only, and never for nobody", "[horovod_rendezvous]") {
   boost::asio::io_context io;
-  CHECK_THROWS_WITH(HorovodRendezvous(io, HorovodRendezvousOptions{"::1", 0, {"::1"}, {}}),
+  CHECK_THROWS_WITH(HorovodRendezvous(io, HorovodRendezvousOptions{"::1", 0, {"::1"}, {}, std::nullopt}),
                     Catch::Contains("'::1' is not an IPv4 address"));
-  CHECK_THROWS_WITH(HorovodRendezvous(io, HorovodRendezvousOptions{"127.0.0.1", 0, {}, {}}),
+  CHECK_THROWS_WITH(HorovodRendezvous(io, HorovodRendezvousOptions{"127.0.0.1", 0, {}, {}, std::nullopt}),
                     Catch::Contains("no allowed peers"));
-  HorovodRendezvous first(io, HorovodRendezvousOptions{"127.0.0.1", 0, {"127.0.0.1"}, {}});
-  CHECK_THROWS_WITH(HorovodRendezvous(io, HorovodRendezvousOptions{"127.0.0.1", first.port(), {"127.0.0.1"}, {}}),
+  HorovodRendezvous first(io, HorovodRendezvousOptions{"127.0.0.1", 0, {"127.0.0.1"}, {}, std::nullopt});
+  CHECK_THROWS_WITH(HorovodRendezvous(io, HorovodRendezvousOptions{"127.0.0.1", first.port(), {"127.0.0.1"}, {}, std::nullopt}),
                     Catch::Contains("cannot listen on 127.0.0.1:" + std::to_string(first.port())));
 }
 
@@ -289,4 +294,104 @@ TEST_CASE("horovod rendezvous plan: rank 0's chosen NIC, IPv4, every job host's 
   CHECK(v6->address == "10.77.0.10");
   const InterfaceInfo v6_only{"ib0", {"fd77::12"}, {64}, true, true, false, false, -1, {}};
   CHECK_FALSE(plan_horovod_rendezvous("ib0", "fd77::12", {v6_only}, {{v6_only}, b}));
+}
+
+namespace {
+
+// What the elastic hooks saw, on the server's io thread.
+struct ElasticSeen {
+  std::vector<std::pair<std::string, int>> asked;  // rank_and_size requests, in order
+  std::vector<std::function<void(std::string)>> answers;
+  std::vector<std::pair<std::string, HorovodWorkerAddresses>> registered;  // "HOST:LOCAL_RANK", addresses
+};
+
+HorovodElasticHooks hooks_into(ElasticSeen& seen) {
+  HorovodElasticHooks hooks;
+  hooks.rank_and_size = [&seen](const std::string& host, int local_rank, std::function<void(std::string)> answer) {
+    seen.asked.emplace_back(host, local_rank);
+    seen.answers.push_back(std::move(answer));
+  };
+  hooks.worker_addresses = [&seen](const std::string& host, int local_rank, HorovodWorkerAddresses a) {
+    seen.registered.emplace_back(host + ":" + std::to_string(local_rank), std::move(a));
+  };
+  return hooks;
+}
+
+}  // namespace
+
+TEST_CASE("horovod rendezvous, elastic: rank_and_size held until the driver answers, worker_addresses decoded",
+          "[horovod_rendezvous][elastic]") {
+  ElasticSeen seen;
+  ServedRendezvous served({"127.0.0.1"}, {}, hooks_into(seen));
+  const auto port = served.port();
+
+  Connection held(port);
+  held.send(request("GET", "/rank_and_size/lab-1.example:1"));
+  const auto deadline = Clock::now() + 10s;
+  while (served.on_io([&](HorovodRendezvous&) { return seen.asked.size(); }) == 0 && Clock::now() < deadline)
+    std::this_thread::sleep_for(10ms);
+  REQUIRE(served.on_io([&](HorovodRendezvous&) { return seen.asked; }) ==
+          std::vector<std::pair<std::string, int>>{{"lab-1.example", 1}});
+  // The store keeps answering others meanwhile.
+  CHECK(status_line(round_trip(port, request("PUT", "/global/rank_0", "x"))) == "HTTP/1.1 200 OK");
+  served.on_io([&](HorovodRendezvous&) {
+    seen.answers[0]("2,4,1,2,1,2");
+    seen.answers[0]("ignored: only the first answer counts");
+    return 0;
+  });
+  const std::string answer = held.response();
+  CHECK(status_line(answer) == "HTTP/1.1 200 OK");
+  CHECK(body_of(answer) == "2,4,1,2,1,2");
+
+  // A new assignment forgets every scope.
+  served.on_io([](HorovodRendezvous& s) {
+    s.clear_keys();
+    return 0;
+  });
+  CHECK(status_line(round_trip(port, request("GET", "/global/rank_0"))) == "HTTP/1.1 404 Not Found");
+
+  const auto bad_slot = round_trip(port, request("GET", "/rank_and_size/lab1"));
+  CHECK(status_line(bad_slot) == "HTTP/1.1 400 Bad Request");
+  CHECK(body_of(bad_slot) == "'/rank_and_size/lab1' does not end in HOST:LOCAL_RANK");
+  const auto bad_value = round_trip(port, request("PUT", "/worker_addresses/lab1:0", "Y29zCnN5c3RlbQo="));
+  CHECK(status_line(bad_value) == "HTTP/1.1 400 Bad Request");
+  CHECK_THAT(body_of(bad_value), Catch::Contains("the worker lab1:0 at 127.0.0.1:"));
+  CHECK_THAT(body_of(bad_value), Catch::Contains("opcode 0x63, which hvrun does not read"));
+  CHECK(status_line(round_trip(port, request("GET", "/worker_addresses/lab1:0"))) == "HTTP/1.1 404 Not Found");
+  CHECK(served.on_io([&](HorovodRendezvous&) { return seen.registered.size(); }) == 0);
+}
+
+TEST_CASE("horovod rendezvous, elastic: Horovod's own worker registers its notification service and hears hvrun",
+          "[integration][elastic]") {
+  const char* dir = std::getenv("HVRUN_HOROVOD_DIR");
+  const std::string site = std::string(dir != nullptr && *dir != '\0' ? dir : "/opt/horovod") + "/site";
+  if (!std::filesystem::exists(site + "/horovod/runner/elastic/worker.py") || !std::filesystem::exists("/usr/bin/python3")) {
+    WARN("skipped: no Horovod in " << site << " (scripts/horovod.sh installs it; scripts/test.sh runs it)");
+    return;
+  }
+  ElasticSeen seen;
+  ServedRendezvous served({"127.0.0.1"}, {}, hooks_into(seen));
+  hvrun::test::ChildProcess worker({"/usr/bin/python3", hvrun::test::source_dir() + "/tests/horovod/elastic_worker_peer.py",
+                                    "127.0.0.1", std::to_string(served.port()), "lab-2", "3"},
+                                   {"PYTHONPATH=" + site});
+  REQUIRE(worker.wait_for_stdout("registered", 1, 60s));
+  const auto registered = served.on_io([&](HorovodRendezvous&) { return seen.registered; });
+  REQUIRE(registered.size() == 1);
+  CHECK(registered[0].first == "lab-2:3");
+  CHECK(registered[0].second.key.size() == kHorovodSecretSize);
+  CHECK(status_line(round_trip(served.port(), request("GET", "/worker_addresses/lab-2:3"))) == "HTTP/1.1 200 OK");
+
+  boost::asio::io_context io;
+  WorkerNotifier notifier(io);
+  std::optional<WorkerNotice> notice;
+  notifier.notify(registered[0].second, 1764700001, HorovodHostUpdate::kMixed, 10s,
+                  [&](WorkerNotice n) { notice = std::move(n); });
+  io.run_for(15s);
+  REQUIRE(notice);
+  INFO(notice->detail);
+  CHECK(notice->acked);
+  auto r = worker.wait(30s);
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("updated 1764700001 3 HostUpdateResult"));
 }

@@ -9,6 +9,7 @@
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
+#include <charconv>
 #include <optional>
 #include <unordered_map>
 #include <unordered_set>
@@ -110,6 +111,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     const bool keep_alive = req.keep_alive();
     const std::string key(req.target());
     if (key.empty() || key.front() != '/') return respond(http::status::bad_request, req.version(), false, {});
+    if (server_->options.elastic && handle_elastic(req, key, keep_alive)) return;
     auto& data = server_->data;
     switch (req.method()) {
       case http::verb::get: {
@@ -137,6 +139,49 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
       default:
         return respond(http::status::method_not_allowed, req.version(), false, {});
     }
+  }
+
+  // Horovod elastic's requests (HorovodElasticHooks); false for any other request, which is served as
+  // a plain store request (worker_addresses after its hook).
+  bool handle_elastic(http::request<http::string_body>& req, const std::string& key, bool keep_alive) {
+    static constexpr std::string_view kRankAndSize = "/rank_and_size/", kWorkerAddresses = "/worker_addresses/";
+    const bool rank_and_size = req.method() == http::verb::get && key.starts_with(kRankAndSize);
+    const bool addresses = req.method() == http::verb::put && key.starts_with(kWorkerAddresses);
+    if (!rank_and_size && !addresses) return false;
+    const std::string slot = key.substr(rank_and_size ? kRankAndSize.size() : kWorkerAddresses.size());
+    const std::size_t colon = slot.rfind(':');
+    int local_rank = -1;
+    if (colon != std::string::npos && colon > 0) {
+      const char* end = slot.data() + slot.size();
+      const auto [p, ec] = std::from_chars(slot.data() + colon + 1, end, local_rank);
+      if (ec != std::errc{} || p != end) local_rank = -1;
+    }
+    if (local_rank < 0) {
+      refuse_request(http::status::bad_request, "'" + key + "' does not end in HOST:LOCAL_RANK");
+      return true;
+    }
+    const std::string host = slot.substr(0, colon);
+    const HorovodElasticHooks& hooks = *server_->options.elastic;
+    if (addresses) {
+      try {
+        hooks.worker_addresses(host, local_rank, decode_worker_addresses_put(req.body(), "the worker " + slot + " at " + peer_));
+      } catch (const ProtocolError& e) {
+        refuse_request(http::status::bad_request, e.what());
+        return true;
+      }
+      return false;  // stored as well, as Horovod's handler does
+    }
+    // Held until the driver answers: no request timeout while the round waits for the other workers.
+    stream_.expires_never();
+    auto answered = std::make_shared<bool>(false);
+    hooks.rank_and_size(host, local_rank,
+                        [weak = weak_from_this(), version = req.version(), keep_alive, answered](std::string body) {
+                          if (*answered) return;
+                          *answered = true;
+                          if (auto self = weak.lock(); self && !self->closed_)
+                            self->respond(http::status::ok, version, keep_alive, std::move(body));
+                        });
+    return true;
   }
 
   // A request the bounds refuse: the answer says why (Horovod's client retries, then aborts the rank
@@ -233,6 +278,11 @@ HorovodRendezvous::HorovodRendezvous(asio::io_context& io, HorovodRendezvousOpti
 HorovodRendezvous::~HorovodRendezvous() { close(); }
 
 std::uint16_t HorovodRendezvous::port() const { return state_->listener->port(); }
+
+void HorovodRendezvous::clear_keys() {
+  state_->data.clear();
+  state_->total = 0;
+}
 
 void HorovodRendezvous::close() {
   if (state_->closed) return;

@@ -14,9 +14,13 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
+
+#include "agent/wire/horovod_pickle.hpp"
 
 namespace boost::asio {
 class io_context;
@@ -35,11 +39,26 @@ struct HorovodRendezvousLimits {
   std::chrono::milliseconds request_timeout{10000};  // to send a whole request, and to take the reply
 };
 
+// Horovod elastic's two requests (horovod/runner/elastic/rendezvous.py), answered by the elastic
+// driver. Keys are "HOST:LOCAL_RANK" (the worker's HOROVOD_HOSTNAME and local rank); a malformed key
+// is answered 400.
+struct HorovodElasticHooks {
+  // GET /rank_and_size/HOST:LOCAL_RANK, which a worker sends once per (re-)initialisation and which
+  // Horovod's driver holds until the round ends. `answer` takes the body ("rank,size,local_rank,
+  // local_size,cross_rank,cross_size"; "-1,..." for a removed slot) now or later, on the io thread; only
+  // its first call counts, and a call after the connection closed does nothing.
+  std::function<void(const std::string& host, int local_rank, std::function<void(std::string)> answer)> rank_and_size;
+  // PUT /worker_addresses/HOST:LOCAL_RANK, decoded (decode_worker_addresses_put); the raw value is also
+  // stored like any PUT. A value that does not decode is answered 400 and not stored.
+  std::function<void(const std::string& host, int local_rank, HorovodWorkerAddresses addresses)> worker_addresses;
+};
+
 struct HorovodRendezvousOptions {
   std::string address;                  // IPv4 address to listen on
   std::uint16_t port = 0;               // 0: a free port, see port()
   std::set<std::string> allowed_peers;  // IPv4 addresses whose connections are answered
   HorovodRendezvousLimits limits;
+  std::optional<HorovodElasticHooks> elastic;  // set for an elastic job's rendezvous
 };
 
 class HorovodRendezvous {
@@ -52,6 +71,9 @@ class HorovodRendezvous {
   HorovodRendezvous& operator=(const HorovodRendezvous&) = delete;
 
   std::uint16_t port() const;
+  // Forgets every key of every scope, as Horovod's server does on each new assignment (init), so that
+  // no worker of the new world reads a value of the old one. Held rank_and_size requests stay held.
+  void clear_keys();
   // Stops listening, closes every connection and forgets every key. Idempotent.
   void close();
 
