@@ -1,6 +1,7 @@
 #include "agent/rank_tools.hpp"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -20,9 +21,38 @@ namespace hvrun {
 extern const unsigned char kCrashHandlerLibrary[];
 extern const std::size_t kCrashHandlerLibrary_size;
 
+namespace {
+
+constexpr std::string_view kPrefix = "hvrun-agent.";
+constexpr const char* kLockName = "/lock";
+
+// Removes the directories that agents of this user left when they were killed (SIGKILL, the OOM
+// killer, a host's reboot with a persistent /tmp): each live agent holds an flock on its directory's
+// lock file, which the kernel drops with the process, so a lock this agent can take has no owner. A
+// directory without a lock file (an agent between mkdtemp and its lock, or one older than the locks)
+// is left alone. Best effort: nothing here stops the agent.
+void sweep_orphans(const std::string& tmp) {
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(tmp, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.rfind(kPrefix, 0) != 0) continue;
+    struct stat st {};
+    if (::lstat(it->path().c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid()) continue;
+    const std::string lock = it->path().string() + kLockName;
+    UniqueFd fd(::open(lock.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+    if (!fd || ::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) continue;
+    std::error_code ignored;
+    std::filesystem::remove_all(it->path(), ignored);
+  }
+}
+
+}  // namespace
+
 RankTools::RankTools() {
-  const char* tmp = std::getenv("TMPDIR");
-  const std::string wanted = std::string(tmp != nullptr && tmp[0] != '\0' ? tmp : "/tmp") + "/hvrun-agent.XXXXXX";
+  const char* tmp_env = std::getenv("TMPDIR");
+  const std::string tmp = tmp_env != nullptr && tmp_env[0] != '\0' ? tmp_env : "/tmp";
+  sweep_orphans(tmp);
+  const std::string wanted = tmp + "/" + std::string(kPrefix) + "XXXXXX";
   std::string templ = wanted;
   if (::mkdtemp(templ.data()) == nullptr)
     throw_errno("mkdtemp", wanted + ", for hvrun's crash handler; set TMPDIR to a writable directory on this host");
@@ -30,6 +60,12 @@ RankTools::RankTools() {
   library_ = dir_ + "/libhvrun_crash.so";
   stack_dir_ = dir_ + "/stacks";
   try {
+    // Locked before it has its name, so that no other agent's sweep ever sees it unlocked.
+    const std::string lock = dir_ + kLockName, locking = lock + ".new";
+    lock_ = UniqueFd(::open(locking.c_str(), O_RDONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0400));
+    if (!lock_) throw_errno("open", locking);
+    if (::flock(lock_.get(), LOCK_EX) != 0) throw_errno("flock", locking);
+    if (::rename(locking.c_str(), lock.c_str()) != 0) throw_errno("rename", locking + " to " + lock);
     if (::mkdir(stack_dir_.c_str(), 0700) != 0) throw_errno("mkdir", stack_dir_);
     UniqueFd fd(::open(library_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0500));
     if (!fd) throw_errno("open", library_);

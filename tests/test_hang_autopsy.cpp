@@ -7,6 +7,10 @@
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <fstream>
+#include <optional>
 
 #include <utility>  // before Asio: docs/DESIGN.md §8
 #include <boost/asio/io_context.hpp>
@@ -20,6 +24,7 @@
 #include "agent/rank_tools.hpp"
 #include "agent/stack_collector.hpp"
 #include "agent/wire/crash_report.hpp"
+#include "agent/wire/unique_fd.hpp"
 #include "launcher/base/exit_codes.hpp"
 #include "launcher/job/stack_groups.hpp"
 #include "launcher/job/stall_watch.hpp"
@@ -166,6 +171,53 @@ TEST_CASE("rank tools: the crash handler is preloaded before the user's, and off
     CHECK(tools.equip(off) == off);
   }
   CHECK_FALSE(std::filesystem::exists(dir));  // removed with what it held
+}
+
+TEST_CASE("rank tools: a killed agent's directory is removed by the next agent, a live one's is kept", "[autopsy]") {
+  namespace fs = std::filesystem;
+  std::string pattern = (fs::temp_directory_path() / "hvrun-tmpdir-XXXXXX").string();
+  REQUIRE(::mkdtemp(pattern.data()) != nullptr);
+  const fs::path tmp = pattern;
+  // TMPDIR and the folder are put back even when a REQUIRE below ends the case.
+  struct Restore {
+    fs::path tmp;
+    std::optional<std::string> saved;
+    ~Restore() {
+      if (saved)
+        ::setenv("TMPDIR", saved->c_str(), 1);
+      else
+        ::unsetenv("TMPDIR");
+      std::error_code ignored;
+      fs::remove_all(tmp, ignored);
+    }
+  } restore{tmp, std::getenv("TMPDIR") != nullptr ? std::optional<std::string>(std::getenv("TMPDIR")) : std::nullopt};
+  ::setenv("TMPDIR", tmp.c_str(), 1);
+  // What SIGKILL leaves: the directory and its lock file, whose flock died with the agent.
+  fs::create_directories(tmp / "hvrun-agent.killed1" / "stacks");
+  std::ofstream(tmp / "hvrun-agent.killed1" / "lock").put('\n');
+  // A live agent's: its lock is held (here by another open file description of this process).
+  fs::create_directories(tmp / "hvrun-agent.alive1");
+  std::ofstream(tmp / "hvrun-agent.alive1" / "lock").put('\n');
+  const hvrun::UniqueFd held(::open((tmp / "hvrun-agent.alive1" / "lock").c_str(), O_RDONLY | O_CLOEXEC));
+  REQUIRE(held);
+  REQUIRE(::flock(held.get(), LOCK_EX) == 0);
+  // One without a lock file: an agent between mkdtemp and its lock, or an older agent's.
+  fs::create_directories(tmp / "hvrun-agent.nolock");
+  fs::create_directories(tmp / "unrelated.dir");
+  std::string mine;
+  {
+    hvrun::RankTools tools;
+    mine = fs::path(tools.library()).parent_path();
+    CHECK_FALSE(fs::exists(tmp / "hvrun-agent.killed1"));
+    CHECK(fs::exists(tmp / "hvrun-agent.alive1"));
+    CHECK(fs::exists(tmp / "hvrun-agent.nolock"));
+    CHECK(fs::exists(tmp / "unrelated.dir"));
+    CHECK(fs::exists(fs::path(mine) / "lock"));
+    // Its own directory is never another agent's orphan while it lives.
+    hvrun::RankTools second;
+    CHECK(fs::exists(mine));
+  }
+  CHECK_FALSE(fs::exists(mine));
 }
 
 TEST_CASE("stack collector: a preloaded process answers and goes on; one without is described from /proc",
