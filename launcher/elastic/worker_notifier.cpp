@@ -140,7 +140,9 @@ class Notice : public std::enable_shared_from_this<Notice> {
       return;
     }
     updating_ = true;
-    auto [to, source] = answered_.front();
+    // Plain names, not a structured binding: clang 14 cannot capture those.
+    const Address to = answered_.front().first;
+    const std::string source = answered_.front().second;
     answered_.pop_front();
     send(to, update_, [self = shared_from_this(), to, source](std::optional<HorovodReply> r, const std::string& why) {
       self->updating_ = false;
