@@ -108,3 +108,24 @@ TEST_CASE("a worker notice with nobody answering ends at its deadline and names 
   w.by_nic.clear();
   CHECK(notify(w, 1s).detail == "the worker published no address");
 }
+
+TEST_CASE("a worker notice whose io_context goes away mid-flight leaves no socket and no memory behind",
+          "[unit][elastic]") {
+  const auto open_fds = [] {
+    return std::distance(fs::directory_iterator("/proc/self/fd"), fs::directory_iterator{});
+  };
+  SilentPort silent;
+  HorovodWorkerAddresses w;
+  w.key = std::string(32, 'k');
+  w.by_nic = {{"eth0", {{"127.0.0.1", silent.port()}, {"127.0.0.1", silent.port()}}}};
+  const auto before = open_fds();
+  bool called = false;
+  {
+    asio::io_context io;
+    WorkerNotifier notifier(io);
+    notifier.notify(w, 1, HorovodHostUpdate::kAdded, 60s, [&](WorkerNotice) { called = true; });
+    io.run_for(200ms);  // both connected, both waiting for an answer that never comes
+  }
+  CHECK_FALSE(called);
+  CHECK(open_fds() == before);  // the sockets closed with the operations; LeakSanitizer checks the memory
+}

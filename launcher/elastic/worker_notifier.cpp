@@ -110,7 +110,11 @@ class Notice : public std::enable_shared_from_this<Notice> {
     for (const auto& [nic, addresses] : worker_.by_nic)
       for (const Address& a : addresses) {
         ++pings_;
-        send(a, pickle_ping_request(), [self = shared_from_this(), a](std::optional<HorovodReply> r, const std::string& why) {
+        // Weak: an exchange must not keep its notice alive (the notice holds its exchanges); the timer's
+        // handler does, until the notice is over or its io_context is gone.
+        send(a, pickle_ping_request(), [weak = weak_from_this(), a](std::optional<HorovodReply> r, const std::string& why) {
+          const auto self = weak.lock();
+          if (!self) return;
           --self->pings_;
           const auto* ping = r ? std::get_if<HorovodPingResponse>(&*r) : nullptr;
           if (ping && ping->service_name == kWorkerNotificationService)
@@ -144,7 +148,9 @@ class Notice : public std::enable_shared_from_this<Notice> {
     const Address to = answered_.front().first;
     const std::string source = answered_.front().second;
     answered_.pop_front();
-    send(to, update_, [self = shared_from_this(), to, source](std::optional<HorovodReply> r, const std::string& why) {
+    send(to, update_, [weak = weak_from_this(), to, source](std::optional<HorovodReply> r, const std::string& why) {
+      const auto self = weak.lock();
+      if (!self) return;
       self->updating_ = false;
       if (r && std::holds_alternative<HorovodAck>(*r))
         return self->finish(WorkerNotice{true, text(to), source, {}});
