@@ -9,6 +9,7 @@
 #include "launcher/elastic/elastic_hosts.hpp"
 #include "launcher/elastic/worker_registry.hpp"
 #include "tests/support/child_process.hpp"
+#include "tests/support/horovod_site.hpp"
 
 using namespace hvrun;
 using namespace std::chrono_literals;
@@ -60,10 +61,9 @@ TEST_CASE("slots get ranks host by host, cross ranks per local rank, at most --m
 }
 
 TEST_CASE("the slot assignment is Horovod 0.28.1's own", "[integration][elastic]") {
-  const char* dir = std::getenv("HVRUN_HOROVOD_DIR");
-  const std::string site = std::string(dir != nullptr && *dir != '\0' ? dir : "/opt/horovod") + "/site";
-  if (!fs::exists(site + "/horovod/runner/common/util/hosts.py") || !fs::exists("/usr/bin/python3")) {
-    WARN("skipped: no Horovod in " << site << " (scripts/horovod.sh installs it; scripts/test.sh runs it)");
+  const auto site = hvrun::test::horovod_site();
+  if (!site) {
+    WARN(hvrun::test::horovod_missing());
     return;
   }
   const std::vector<std::pair<std::vector<HostSlots>, std::optional<int>>> cases = {
@@ -75,7 +75,7 @@ TEST_CASE("the slot assignment is Horovod 0.28.1's own", "[integration][elastic]
     for (const HostSlots& h : list) program += "hosts.HostInfo('" + h.host + "', " + std::to_string(h.slots) + "),";
     program += "], 1, " + (max_np ? std::to_string(*max_np) : "None") + ")) + ' ')\n";
   }
-  auto r = hvrun::test::run({"/usr/bin/python3", "-c", program}, 60s, {"PYTHONPATH=" + site});
+  auto r = hvrun::test::run({hvrun::test::kDebianPython, "-c", program}, 60s, {"PYTHONPATH=" + *site});
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   std::istringstream lines(r.out);

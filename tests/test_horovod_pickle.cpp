@@ -11,6 +11,7 @@
 #include "agent/wire/job_secret.hpp"
 #include "hvrun/error.hpp"
 #include "tests/support/child_process.hpp"
+#include "tests/support/horovod_site.hpp"
 #include <functional>
 
 using namespace hvrun;
@@ -128,19 +129,18 @@ TEST_CASE("Horovod's Wire framing: a digest under the worker's key, a length, th
 
 TEST_CASE("Horovod 0.28.1's own WorkerNotificationService answers hvrun's ping and takes its hosts update",
           "[integration][horovod_pickle]") {
-  const char* dir = std::getenv("HVRUN_HOROVOD_DIR");
-  const std::string site = std::string(dir != nullptr && *dir != '\0' ? dir : "/opt/horovod") + "/site";
-  if (!fs::exists(site + "/horovod/runner/elastic/worker.py") || !fs::exists("/usr/bin/python3")) {
-    WARN("skipped: no Horovod in " << site << " (scripts/horovod.sh installs it; scripts/test.sh runs it)");
+  const auto site = hvrun::test::horovod_site();
+  if (!site) {
+    WARN(hvrun::test::horovod_missing());
     return;
   }
   const std::string key = hex_decode(std::string(64, 'a'));
   const std::string ping = seal_horovod_message(key, pickle_ping_request());
   const std::string update = seal_horovod_message(key, pickle_hosts_updated(1764700000, HorovodHostUpdate::kAdded));
   const std::string forged = seal_horovod_message(std::string(32, 'z'), pickle_hosts_updated(1, HorovodHostUpdate::kRemoved));
-  auto r = hvrun::test::run({"/usr/bin/python3", hvrun::test::source_dir() + "/tests/horovod/notification_peer.py",
+  auto r = hvrun::test::run({hvrun::test::kDebianPython, hvrun::test::source_dir() + "/tests/horovod/notification_peer.py",
                              hex_encode(key), hex_encode(ping), hex_encode(update), hex_encode(forged)},
-                            60s, {"PYTHONPATH=" + site});
+                            60s, {"PYTHONPATH=" + *site});
   INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);
   std::istringstream lines(r.out);

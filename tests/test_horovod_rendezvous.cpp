@@ -19,6 +19,7 @@
 #include "launcher/elastic/worker_notifier.hpp"
 #include "launcher/ranks/horovod_rendezvous_plan.hpp"
 #include "tests/support/child_process.hpp"
+#include "tests/support/horovod_site.hpp"
 #include "tests/support/loopback_connection.hpp"
 
 using namespace hvrun;
@@ -363,17 +364,16 @@ TEST_CASE("horovod rendezvous, elastic: rank_and_size held until the driver answ
 
 TEST_CASE("horovod rendezvous, elastic: Horovod's own worker registers its notification service and hears hvrun",
           "[integration][elastic]") {
-  const char* dir = std::getenv("HVRUN_HOROVOD_DIR");
-  const std::string site = std::string(dir != nullptr && *dir != '\0' ? dir : "/opt/horovod") + "/site";
-  if (!std::filesystem::exists(site + "/horovod/runner/elastic/worker.py") || !std::filesystem::exists("/usr/bin/python3")) {
-    WARN("skipped: no Horovod in " << site << " (scripts/horovod.sh installs it; scripts/test.sh runs it)");
+  const auto site = hvrun::test::horovod_site();
+  if (!site) {
+    WARN(hvrun::test::horovod_missing());
     return;
   }
   ElasticSeen seen;
   ServedRendezvous served({"127.0.0.1"}, {}, hooks_into(seen));
-  hvrun::test::ChildProcess worker({"/usr/bin/python3", hvrun::test::source_dir() + "/tests/horovod/elastic_worker_peer.py",
+  hvrun::test::ChildProcess worker({hvrun::test::kDebianPython, hvrun::test::source_dir() + "/tests/horovod/elastic_worker_peer.py",
                                     "127.0.0.1", std::to_string(served.port()), "lab-2", "3"},
-                                   {"PYTHONPATH=" + site});
+                                   {"PYTHONPATH=" + *site});
   REQUIRE(worker.wait_for_stdout("registered", 1, 60s));
   const auto registered = served.on_io([&](HorovodRendezvous&) { return seen.registered; });
   REQUIRE(registered.size() == 1);

@@ -14,6 +14,7 @@
 #include "agent/wire/job_secret.hpp"
 #include "launcher/elastic/worker_notifier.hpp"
 #include "tests/support/child_process.hpp"
+#include "tests/support/horovod_site.hpp"
 
 using namespace hvrun;
 using namespace std::chrono_literals;
@@ -21,13 +22,6 @@ namespace fs = std::filesystem;
 namespace asio = boost::asio;
 
 namespace {
-
-std::optional<std::string> horovod_site() {
-  const char* dir = std::getenv("HVRUN_HOROVOD_DIR");
-  const std::string site = std::string(dir != nullptr && *dir != '\0' ? dir : "/opt/horovod") + "/site";
-  if (!fs::exists(site + "/horovod/runner/elastic/worker.py") || !fs::exists("/usr/bin/python3")) return std::nullopt;
-  return site;
-}
 
 WorkerNotice notify(const HorovodWorkerAddresses& worker, std::chrono::milliseconds timeout) {
   asio::io_context io;
@@ -50,13 +44,13 @@ struct SilentPort {
 
 TEST_CASE("hvrun's driver tells Horovod's own worker notification service that hosts changed",
           "[integration][elastic]") {
-  const auto site = horovod_site();
+  const auto site = hvrun::test::horovod_site();
   if (!site) {
-    WARN("skipped: no Horovod under HVRUN_HOROVOD_DIR or /opt/horovod (scripts/horovod.sh installs it)");
+    WARN(hvrun::test::horovod_missing());
     return;
   }
   const std::string key = hex_decode(std::string(64, 'b'));
-  hvrun::test::ChildProcess worker({"/usr/bin/python3", hvrun::test::source_dir() + "/tests/horovod/notification_peer.py",
+  hvrun::test::ChildProcess worker({hvrun::test::kDebianPython, hvrun::test::source_dir() + "/tests/horovod/notification_peer.py",
                                     "serve", hex_encode(key), "1"},
                                    {"PYTHONPATH=" + *site});
   REQUIRE(worker.wait_for_stdout("\n", 1, 60s));
