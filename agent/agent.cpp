@@ -127,6 +127,7 @@ struct Agent::Impl {
   std::optional<CgroupOomCount> cgroup_ooms = own_cgroup_oom_kills();  // the count at the previous look
   bool sent_sigkill = false;      // hvrun's own SIGKILL went to the groups
   bool report_cpu = false;              // JobMsg::report_cpu
+  bool elastic = false;                 // JobMsg::elastic: later launches add ranks
   std::map<pid_t, long long> cpu_seen;  // each rank process's CPU at the previous heartbeat
   SyncChecker sync_checker;  // after io: its thread is joined before io goes
 
@@ -181,6 +182,7 @@ struct Agent::Impl {
     watchdog.set_period(std::chrono::milliseconds(m.heartbeat_ms));
     host_index = m.host_index;
     report_cpu = m.report_cpu;
+    elastic = m.elastic;
     probe_listener.identify(*secret, m.host_index, local_hostname());
     watchdog.rearm();
     heartbeats.start(std::chrono::milliseconds(m.heartbeat_ms));
@@ -231,13 +233,16 @@ struct Agent::Impl {
                     "; create it there or start hvrun from a directory every host has"});
       return;
     }
-    try {
-      tools = std::make_unique<RankTools>();
-    } catch (const Error& e) {
-      spdlog::warn("on {}: {}; the ranks run without hvrun's crash handler (no native stacks, no hang autopsy)",
-                   local_hostname(), e.what());
+    // A Horovod elastic job's later launches add ranks beside those running: their tools stay.
+    if (!stacks || !elastic) {
+      try {
+        tools = std::make_unique<RankTools>();
+      } catch (const Error& e) {
+        spdlog::warn("on {}: {}; the ranks run without hvrun's crash handler (no native stacks, no hang autopsy)",
+                     local_hostname(), e.what());
+      }
+      stacks = std::make_unique<StackCollector>(io, tools ? tools->stack_dir() : std::string());
     }
-    stacks = std::make_unique<StackCollector>(io, tools ? tools->stack_dir() : std::string());
     for (const auto& r : m.ranks) {
       try {
         auto env = rank_environment(m, r);

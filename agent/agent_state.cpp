@@ -16,6 +16,7 @@ AgentState::Decision AgentState::on_message(const ControlMessage& msg) {
         if constexpr (std::is_same_v<M, JobMsg>) {
           if (phase_ != Phase::kAwaitingJob) throw ProtocolError("launcher: a second job message");
           phase_ = Phase::kJobKnown;
+          elastic_ = m.elastic;
           return {};
         } else if constexpr (std::is_same_v<M, HorovodRendezvousMsg>) {
           if (phase_ == Phase::kAwaitingJob)
@@ -27,7 +28,7 @@ AgentState::Decision AgentState::on_message(const ControlMessage& msg) {
           return {};
         } else if constexpr (std::is_same_v<M, LaunchMsg>) {
           if (phase_ == Phase::kAwaitingJob) throw ProtocolError("launcher: launch before the job message");
-          if (phase_ == Phase::kLaunched) throw ProtocolError("launcher: a second launch request");
+          if (phase_ == Phase::kLaunched && !elastic_) throw ProtocolError("launcher: a second launch request");
           phase_ = Phase::kLaunched;
           return {};
         } else if constexpr (std::is_same_v<M, RestartMsg>) {

@@ -6,7 +6,8 @@
 // carries the decisions out. docs/DESIGN.md §3.2 and §6.2.
 //
 //   kAwaitingJob -> kJobKnown   (job: the secret, the heartbeat period, the store; refused a second time)
-//   kJobKnown    -> kLaunched   (launch: the ranks start; refused before the job and a second time)
+//   kJobKnown    -> kLaunched   (launch: the ranks start; refused before the job, and a second time
+//                                unless the job is Horovod elastic's, whose launches each add workers)
 //   kLaunched    -> kJobKnown   (restart, --max-restarts: every rank has exited; the next launch and a
 //                                new Horovod rendezvous request are accepted again)
 //   any phase    -> kDone       (finish(): the channel is closed and the loop stops)
@@ -66,6 +67,7 @@ class AgentState {
  private:
   Phase phase_ = Phase::kAwaitingJob;
   bool serving_rendezvous_ = false;
+  bool elastic_ = false;  // JobMsg::elastic
   int exit_code_ = 1;
 };
 

@@ -10,6 +10,7 @@
 #include "launcher/base/open_files_limit.hpp"
 #include "launcher/cli/launch_options.hpp"
 #include "launcher/cli/log_choice.hpp"
+#include "launcher/job/elastic_job.hpp"
 #include "launcher/job/job.hpp"
 
 namespace {
@@ -27,6 +28,10 @@ int run(int argc, char** argv) {
     hvrun::set_log_threshold(cli.options.log_level, cli.options.log_subsys);
     // A few descriptors per host: raise the soft limit, before any thread starts (launcher/base/open_files_limit.hpp).
     hvrun::raise_open_files_limit();
+    if (cli.options.elastic) {
+      hvrun::ElasticJob job(std::move(cli.options));
+      return job.run();
+    }
     hvrun::Job job(std::move(cli.options));
     return job.run();
   } catch (const hvrun::UsageError& e) {

@@ -63,6 +63,17 @@ TEST_CASE("agent state: the job comes first, once; then probes, the rendezvous a
   CHECK(s.exit_code() == 1);  // nothing has said the agent ends well yet
 }
 
+TEST_CASE("agent state: a Horovod elastic job's agent takes a launch per change of the world", "[agent]") {
+  hvrun::AgentState s;
+  hvrun::JobMsg job;
+  job.elastic = true;
+  check_nothing(s.on_message(job));
+  check_nothing(s.on_message(hvrun::LaunchMsg{}));
+  check_nothing(s.on_message(hvrun::LaunchMsg{}));  // a newcomer slot on this host, beside the running ranks
+  CHECK(s.phase() == Phase::kLaunched);
+  CHECK_THROWS_MATCHES(s.on_message(hvrun::JobMsg{}), ProtocolError, Catch::Message("launcher: a second job message"));
+}
+
 TEST_CASE("agent state: a second Horovod rendezvous is refused only once one is served", "[agent_state]") {
   AgentState s;
   s.on_message(hvrun::JobMsg{});

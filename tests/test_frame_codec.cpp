@@ -134,7 +134,8 @@ TEST_CASE("control messages: a probe outcome travels as its word, and only a kno
 TEST_CASE("control messages: the job and launch messages carry no host names, and every field is required", "[wire]") {
   const std::string job = encode_control(JobMsg{std::string(64, '0'), 20000, 3, true});
   CHECK(nlohmann::json::parse(job) == nlohmann::json::parse(R"({"type":"job","secret":")" + std::string(64, '0') +
-                                                            R"(","heartbeat_ms":20000,"host_index":3,"serve_store":true,"report_cpu":false})"));
+                                                            R"(","heartbeat_ms":20000,"host_index":3,"serve_store":true,"report_cpu":false,)"
+                                                            R"("elastic":false})"));
   const std::string launch = encode_control(LaunchMsg{"/tmp", {"true"}, {}, {}});
   CHECK_FALSE(nlohmann::json::parse(launch).contains("host"));
   // What an earlier launcher sent still decodes (unknown fields are ignored); a missing field does not.

@@ -102,7 +102,8 @@ std::map<std::string, Expectation> expectations(const TempDir& tmp) {
   const std::string key = tmp.write("id_test", "not a real key\n");
   const std::string hostfile = tmp.write("hosts", "x slots=2\ny slots=2\n");
   const std::string config = tmp.write("config.yaml", "params:\n  fusion_threshold_mb: 32\n");
-  const std::string elastic = "elastic training";
+  // Horovod elastic's options other than the two that ask for it need one of them.
+  const Args elastic{"--host-discovery-script", "./discover.sh", "-np", "2"};
   using O = const hvrun::LaunchOptions&;
   return {
       {"-v", {{}, {}, exits(), ""}},
@@ -141,14 +142,15 @@ std::map<std::string, Expectation> expectations(const TempDir& tmp) {
        {{"--autotune"}, {"9"}, sets("HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", "9"), ""}},
       {"--autotune-gaussian-process-noise",
        {{"--autotune"}, {"0.3"}, sets("HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", "0.3"), ""}},
-      {"--min-np", {{}, {"2"}, {}, elastic}},
-      {"--min-num-proc", {{}, {"2"}, {}, elastic}},
-      {"--max-np", {{}, {"8"}, {}, elastic}},
-      {"--max-num-proc", {{}, {"8"}, {}, elastic}},
-      {"--slots-per-host", {{}, {"2"}, {}, elastic}},
-      {"--elastic-timeout", {{}, {"600"}, {}, elastic}},
-      {"--reset-limit", {{}, {"3"}, {}, elastic}},
-      {"--blacklist-cooldown-range", {{}, {"60", "300"}, {}, elastic}},
+      {"--min-np", {{"-H", "a:2,b:2"}, {"2"}, launches([](O o) { return o.elastic && o.elastic->min_np == 2 && o.np == 2 && o.elastic->discovery_script.empty(); }), ""}},
+      {"--min-num-proc", {{"-H", "a:2,b:2"}, {"2"}, launches([](O o) { return o.elastic && o.elastic->min_np == 2; }), ""}},
+      {"--max-np", {elastic, {"8"}, launches([](O o) { return o.elastic && o.elastic->max_np == 8; }), ""}},
+      {"--max-num-proc", {elastic, {"8"}, launches([](O o) { return o.elastic && o.elastic->max_np == 8; }), ""}},
+      {"--slots-per-host", {elastic, {"2"}, launches([](O o) { return o.elastic && o.elastic->slots_per_host == 2; }), ""}},
+      {"--elastic-timeout", {elastic, {"60"}, launches([](O o) { return o.elastic && o.elastic->timeout == 60s; }), ""}},
+      {"--reset-limit", {elastic, {"3"}, launches([](O o) { return o.elastic && o.elastic->reset_limit == 3; }), ""}},
+      {"--blacklist-cooldown-range",
+       {elastic, {"60", "300"}, launches([](O o) { return o.elastic && o.elastic->cooldown == std::pair{60, 300}; }), ""}},
       {"--timeline-filename", {{}, {"tl.json"}, sets("HOROVOD_TIMELINE", "tl.json"), ""}},
       {"--timeline-mark-cycles", {{"--timeline-filename", "t"}, {}, sets("HOROVOD_TIMELINE_MARK_CYCLES", "1"), ""}},
       {"--no-timeline-mark-cycles", {{"--timeline-filename", "t"}, {}, sets("HOROVOD_TIMELINE_MARK_CYCLES", "0"), ""}},
@@ -189,7 +191,8 @@ std::map<std::string, Expectation> expectations(const TempDir& tmp) {
        {{}, {hostfile}, launches([](O o) { return o.hosts == std::vector<hvrun::HostSpec>{{"x", 2}, {"y", 2}}; }), ""}},
       {"--hostfile",
        {{}, {hostfile}, launches([](O o) { return o.hosts == std::vector<hvrun::HostSpec>{{"x", 2}, {"y", 2}}; }), ""}},
-      {"--host-discovery-script", {{}, {"./discover.sh"}, {}, elastic}},
+      {"--host-discovery-script",
+       {{"-np", "2"}, {"./discover.sh"}, launches([](O o) { return o.elastic && o.elastic->discovery_script == "./discover.sh" && o.elastic->min_np == 2 && !o.elastic->max_np; }), ""}},
       {"--gloo", {{}, {}, launches([](O o) { return !o.mpi; }), ""}},
       {"--mpi", {{}, {}, launches([](O o) { return o.mpi; }), ""}},
       {"--jsrun", {{}, {}, {}, "jsrun"}},

@@ -67,14 +67,15 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RestartMsg, attempt, serve_store)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RestartReadyMsg, free_port, store_port)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(OutputAckMsg, bytes)
 
-// report_cpu and a heartbeat's cpu_ms may be missing (then false and 0): the agent does not check the
+// report_cpu, elastic and a heartbeat's cpu_ms may be missing (then false and 0): the agent does not check the
 // launcher's version, and an earlier launcher's job and heartbeats must still be read.
 void to_json(nlohmann::json& j, const JobMsg& m) {
   j = nlohmann::json{{"secret", m.secret},
                      {"heartbeat_ms", m.heartbeat_ms},
                      {"host_index", m.host_index},
                      {"serve_store", m.serve_store},
-                     {"report_cpu", m.report_cpu}};
+                     {"report_cpu", m.report_cpu},
+                     {"elastic", m.elastic}};
 }
 void from_json(const nlohmann::json& j, JobMsg& m) {
   j.at("secret").get_to(m.secret);
@@ -82,6 +83,7 @@ void from_json(const nlohmann::json& j, JobMsg& m) {
   j.at("host_index").get_to(m.host_index);
   j.at("serve_store").get_to(m.serve_store);
   m.report_cpu = j.contains("report_cpu") && j.at("report_cpu").get<bool>();
+  m.elastic = j.contains("elastic") && j.at("elastic").get<bool>();
 }
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ReadyMsg, store_port)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(HorovodRendezvousMsg, address, allowed_peers)

@@ -26,6 +26,7 @@ struct JobMsg {
   int host_index = 0;        // this host's identity in probes
   bool serve_store = false;  // this host (rank 0's) serves the job's rendezvous store
   bool report_cpu = false;   // --stall-timeout: heartbeats carry the ranks' CPU (HeartbeatMsg::cpu_ms)
+  bool elastic = false;      // Horovod elastic: more launches follow the first, each with new ranks
 };
 
 // agent → launcher, answer to JobMsg: the agent now answers probes as its host; store_port is where it

@@ -16,6 +16,7 @@
 
 #include "agent/wire/error.hpp"
 #include "agent/wire/tcp_listener.hpp"
+#include <vector>
 #include "agent/wire/log.hpp"
 
 namespace hvrun {
@@ -44,6 +45,7 @@ struct HorovodRendezvousState : std::enable_shared_from_this<HorovodRendezvousSt
         options(std::move(o)) {}
 
   std::shared_ptr<TcpListener> listener;
+  std::vector<std::shared_ptr<TcpListener>> more_listeners;  // listen_also
   HorovodRendezvousOptions options;
   std::unordered_map<std::string, std::string> data;
   std::size_t total = 0;  // sum of the sizes of data's keys and values
@@ -258,22 +260,49 @@ void HorovodRendezvousState::erase(const std::string& key) {
   data.erase(it);
 }
 
+namespace {
+
+// Listens on `address`:`port` and hands what it accepts to `state`.
+void listen_on(TcpListener& listener, const std::shared_ptr<HorovodRendezvousState>& state,
+               const std::string& address_text, std::uint16_t port) {
+  boost::system::error_code ec;
+  const auto address = asio::ip::make_address_v4(address_text, ec);
+  if (ec)
+    throw Error("horovod rendezvous: '" + address_text +
+                "' is not an IPv4 address (Horovod's rendezvous client speaks IPv4 only)");
+  const tcp::endpoint ep(address, port);
+  if (const auto listen_ec = listener.listen(ep, false))
+    throw Error("horovod rendezvous: cannot listen on " + endpoint_text(ep) + ": " + listen_ec.message());
+  listener.start([weak = std::weak_ptr<HorovodRendezvousState>(state)](tcp::socket socket) {
+    if (auto self = weak.lock()) self->accept(std::move(socket));
+  });
+}
+
+}  // namespace
+
 HorovodRendezvous::HorovodRendezvous(asio::io_context& io, HorovodRendezvousOptions options)
     : state_(std::make_shared<HorovodRendezvousState>(io, std::move(options))) {
   const auto& o = state_->options;
   if (o.allowed_peers.empty()) throw Error("horovod rendezvous: refusing to serve nobody (no allowed peers)");
-  boost::system::error_code ec;
-  const auto address = asio::ip::make_address_v4(o.address, ec);
-  if (ec)
-    throw Error("horovod rendezvous: '" + o.address +
-                "' is not an IPv4 address (Horovod's rendezvous client speaks IPv4 only)");
-  const tcp::endpoint ep(address, o.port);
-  if (const auto listen_ec = state_->listener->listen(ep, false))
-    throw Error("horovod rendezvous: cannot listen on " + endpoint_text(ep) + ": " + listen_ec.message());
-  state_->listener->start([weak = std::weak_ptr<HorovodRendezvousState>(state_)](tcp::socket socket) {
-    if (auto self = weak.lock()) self->accept(std::move(socket));
-  });
+  listen_on(*state_->listener, state_, o.address, o.port);
 }
+
+std::uint16_t HorovodRendezvous::listen_also(asio::io_context& io, const std::string& address) {
+  if (state_->closed) throw Error("horovod rendezvous: closed, cannot listen on " + address);
+  if (address == state_->options.address) return port();
+  for (const auto& l : state_->more_listeners)
+    if (l->local_endpoint().address().to_string() == address) return l->port();
+  auto listener = std::make_shared<TcpListener>(io, "horovod rendezvous", LogSubsys::kRendezvous);
+  try {
+    listen_on(*listener, state_, address, port());  // the same port where it is free
+  } catch (const Error&) {
+    listen_on(*listener, state_, address, 0);
+  }
+  state_->more_listeners.push_back(listener);
+  return listener->port();
+}
+
+void HorovodRendezvous::allow(const std::string& peer) { state_->options.allowed_peers.insert(peer); }
 
 HorovodRendezvous::~HorovodRendezvous() { close(); }
 
@@ -288,6 +317,7 @@ void HorovodRendezvous::close() {
   if (state_->closed) return;
   state_->closed = true;
   state_->listener->close();
+  for (const auto& l : state_->more_listeners) l->close();
   // HttpSession::close erases itself from the set, so walk a copy.
   auto sessions = state_->sessions;
   for (const auto& s : sessions) s->close("rendezvous closed");

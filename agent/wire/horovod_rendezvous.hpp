@@ -71,6 +71,12 @@ class HorovodRendezvous {
   HorovodRendezvous& operator=(const HorovodRendezvous&) = delete;
 
   std::uint16_t port() const;
+  // Also listens on `address` (IPv4), the same keys and rules: an elastic job's rendezvous, served by
+  // the launcher, is reached at a different address of the launcher from each host. The port is
+  // port() where that is free there, else another (returned). Throws Error as the constructor does.
+  std::uint16_t listen_also(boost::asio::io_context& io, const std::string& address);
+  // Answers connections from `peer` (an IPv4 address) too: a host that joined an elastic job.
+  void allow(const std::string& peer);
   // Forgets every key of every scope, as Horovod's server does on each new assignment (init), so that
   // no worker of the new world reads a value of the old one. Held rank_and_size requests stay held.
   void clear_keys();

@@ -102,29 +102,36 @@ constexpr std::array kFlagPairs{
                FlagKnob{"--log-hide-timestamp", "log_with_timestamp", false, "", ""}},
 };
 
-// What hvrun refuses: elastic training (jsrun is --jsrun below). (flag names, number of values, type
-// name for --help, what the option is in horovodrun)
-struct Refused {
+// Horovod elastic's options (horovodrun's names, value count, type name for --help, help).
+struct ElasticFlag {
   const char* names;
   int values;
   const char* type;
   const char* help;
 };
 constexpr std::array kElastic{
-    Refused{"--min-np,--min-num-proc", 1, "N",
-            "With --max-restarts: the fewest ranks a restart may go on with; else refused (horovodrun's elastic)"},
-    Refused{"--max-np,--max-num-proc", 1, "N", "Refused (horovodrun's: most ranks to scale up to)"},
-    Refused{"--slots-per-host", 1, "N", "Refused (horovodrun's: slots of each discovered host)"},
-    Refused{"--elastic-timeout", 1, "SECONDS", "Refused (horovodrun's: wait for hosts after a change)"},
-    Refused{"--reset-limit", 1, "N", "Refused (horovodrun's: most resets before the job ends)"},
-    Refused{"--blacklist-cooldown-range", 2, "MIN MAX",
-            "Refused (horovodrun's: seconds a failing host stays out)"},
-    Refused{"--host-discovery-script", 1, "SCRIPT", "Refused (horovodrun's: the program that lists the hosts)"},
+    ElasticFlag{"--min-np,--min-num-proc", 1, "N",
+                "Horovod elastic: the fewest ranks to run with (default: -np); with --max-restarts: the fewest "
+                "a restart may go on with"},
+    ElasticFlag{"--max-np,--max-num-proc", 1, "N", "Horovod elastic: the most ranks to scale up to (default: no bound)"},
+    ElasticFlag{"--slots-per-host", 1, "N", "Horovod elastic: slots of a discovered host whose line gives none"},
+    ElasticFlag{"--elastic-timeout", 1, "SECONDS", "Horovod elastic: how long to wait for --min-np slots (default 600)"},
+    ElasticFlag{"--reset-limit", 1, "N", "Horovod elastic: the most resets before the job fails (default: none)"},
+    ElasticFlag{"--blacklist-cooldown-range", 2, "MIN MAX",
+                "Horovod elastic: seconds a failing host stays out, doubling per failure (default: for good)"},
+    ElasticFlag{"--host-discovery-script", 1, "SCRIPT",
+                "Horovod elastic: a program printing HOST:SLOTS lines, run every second; enables elastic mode"},
 };
-constexpr const char* kElasticAdvice =
-    ": Horovod's elastic training (--min-np, --max-np, --host-discovery-script, ...) is not supported by hvrun; "
-    "to restart every rank after a failure, give --max-restarts N (torchrun's; with --min-np the job may go on "
-    "with fewer ranks), or use horovodrun for an elastic one";
+
+// A whole number of at least `least` for `flag`, or UsageError.
+int whole_number(const std::string& text, const std::string& flag, int least, const char* what) {
+  int n = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || n < least)
+    throw UsageError(flag + ": '" + text + "' is not a whole number of " + what + ", " + std::to_string(least) +
+                     " or more");
+  return n;
+}
 
 }  // namespace
 
@@ -170,31 +177,58 @@ void add_horovodrun_options(CLI::App& app, HorovodrunFlags& f) {
   app.add_flag("--check-build", f.check_build, "Show what this hvrun supports, then exit")->group(g::kAbout);
   app.add_flag("--disable-cache", f.disable_cache, "Accepted (horovodrun's): hvrun probes on every launch, no cache")
       ->group(g::kNetwork);
-  for (const Refused& r : kElastic) {
+  for (const ElasticFlag& r : kElastic) {
     app.add_option(r.names, r.help)->expected(r.values)->type_size(1)->type_name(r.type)->group(g::kElastic);
   }
 }
 
-void settle_horovodrun_options(const CLI::App& app, const HorovodrunFlags& f, LaunchOptions& o) {
-  for (const Refused& r : kElastic) {
-    const std::string first(std::string_view(r.names).substr(0, std::string_view(r.names).find(',')));
-    const CLI::Option* given = app.get_option(first);
-    // With --max-restarts, --min-np is the fewest ranks a restart may go on with.
-    if (first == "--min-np" && given->count() > 0 && o.max_restarts > 0) {
-      const std::string text = given->as<std::string>();
-      int n = 0;
-      const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
-      if (text.empty() || ec != std::errc() || end != text.data() + text.size() || n < 1)
-        throw UsageError("--min-np: '" + text + "' is not a whole number of ranks, 1 or more");
-      o.min_np = n;
-      continue;
-    }
-    if (given->count() > 0) {
-      std::string names = r.names;
-      std::replace(names.begin(), names.end(), ',', '/');
-      throw UsageError(names + kElasticAdvice);
-    }
+// Fills o.elastic (or o.min_np, with --max-restarts) from horovodrun's elastic flags.
+static void settle_elastic_options(const CLI::App& app, LaunchOptions& o) {
+  const auto given = [&app](const char* flag) { return app.get_option(flag)->count() > 0; };
+  const auto value = [&app](const char* flag) { return app.get_option(flag)->as<std::string>(); };
+  const bool script = given("--host-discovery-script");
+  const bool min_np = given("--min-np");
+  // --min-np with --max-restarts is torchrun's restart mode's floor; alone, or with a discovery script,
+  // it asks for Horovod elastic, as in horovodrun (launch.py _is_elastic).
+  if (min_np && o.max_restarts > 0 && !script) {
+    o.min_np = whole_number(value("--min-np"), "--min-np", 1, "ranks");
+    for (const char* other : {"--max-np", "--slots-per-host", "--elastic-timeout", "--reset-limit", "--blacklist-cooldown-range"})
+      if (given(other))
+        throw UsageError(std::string(other) + " is Horovod elastic's, and --max-restarts asks for restarts of every "
+                         "rank (torchrun's); choose one mode (README \"Elastic jobs\")");
+    return;
   }
+  if (!script && !min_np) {
+    for (const char* other : {"--max-np", "--slots-per-host", "--elastic-timeout", "--reset-limit", "--blacklist-cooldown-range"})
+      if (given(other))
+        throw UsageError(std::string(other) + " applies to a Horovod elastic job; add --host-discovery-script "
+                         "(or --min-np with -H's hosts fixed)");
+    return;
+  }
+  if (o.max_restarts > 0)
+    throw UsageError("--max-restarts restarts every rank (torchrun's) and --host-discovery-script asks for Horovod "
+                     "elastic, whose workers stay up; choose one mode (README \"Elastic jobs\")");
+  LaunchOptions::Elastic e;
+  if (min_np) e.min_np = whole_number(value("--min-np"), "--min-np", 1, "ranks");
+  if (given("--max-np")) e.max_np = whole_number(value("--max-np"), "--max-np", 1, "ranks");
+  if (given("--slots-per-host")) e.slots_per_host = whole_number(value("--slots-per-host"), "--slots-per-host", 1, "slots");
+  if (script) e.discovery_script = value("--host-discovery-script");
+  if (given("--elastic-timeout"))
+    e.timeout = std::chrono::seconds(whole_number(value("--elastic-timeout"), "--elastic-timeout", 1, "seconds"));
+  if (given("--reset-limit")) e.reset_limit = whole_number(value("--reset-limit"), "--reset-limit", 0, "resets");
+  if (given("--blacklist-cooldown-range")) {
+    const auto range = app.get_option("--blacklist-cooldown-range")->as<std::vector<std::string>>();
+    const int lo = whole_number(range.at(0), "--blacklist-cooldown-range", 1, "seconds");
+    const int hi = whole_number(range.at(1), "--blacklist-cooldown-range", 1, "seconds");
+    if (hi < lo)
+      throw UsageError("--blacklist-cooldown-range " + range[0] + " " + range[1] + ": the maximum is below the minimum");
+    e.cooldown = std::pair{lo, hi};
+  }
+  o.elastic = e;
+}
+
+void settle_horovodrun_options(const CLI::App& app, const HorovodrunFlags& f, LaunchOptions& o) {
+  settle_elastic_options(app, o);
   if (f.jsrun) {
     throw UsageError("--jsrun: hvrun does not launch through LSF's jsrun; use -H or --hostfile with the job's hosts "
                      "(and --mpi to run Open MPI's mpirun)");
@@ -229,7 +263,7 @@ std::string check_build_text() {
   out += "Launcher features:\n";
   out += "    [X] NIC choice per host by identity-checked probes (--check-only shows it)\n";
   out += "    [X] horovodrun's tuning flags and --config-file\n";
-  out += "    [ ] Elastic training (--min-np, --max-np, --host-discovery-script, ...)\n";
+  out += "    [X] Elastic training (--min-np, --max-np, --host-discovery-script, ...): Horovod elastic\n";
   return out;
 }
 

@@ -305,6 +305,39 @@ void define_options(CLI::App& app, CliBindings& b) {
   add_horovodrun_options(app, b.horovodrun);
 }
 
+namespace {
+
+// Horovod elastic's numbers and hosts, checked as horovodrun's launch.py takes them (-np is the
+// ranks to start with and --min-np's default), and what hvrun cannot combine with it.
+void settle_elastic_job(LaunchOptions& o, bool hosts_given) {
+  LaunchOptions::Elastic& e = *o.elastic;
+  if (e.min_np == 0) e.min_np = o.np;
+  if (e.min_np == 0) throw UsageError("a Horovod elastic job needs -np N or --min-np N: the ranks to start with");
+  if (o.np == 0) o.np = e.min_np;
+  if (o.np < e.min_np)
+    throw UsageError("-np " + std::to_string(o.np) + " is below --min-np " + std::to_string(e.min_np) +
+                     "; -np is the ranks to start with, at least --min-np");
+  if (e.max_np && *e.max_np < o.np)
+    throw UsageError("--max-np " + std::to_string(*e.max_np) + " is below -np " + std::to_string(o.np) +
+                     "; give --max-np at least " + std::to_string(o.np));
+  if (!e.discovery_script.empty() && hosts_given)
+    throw UsageError("--host-discovery-script lists the hosts of an elastic job, so -H/--hostfile cannot; drop one");
+  if (e.discovery_script.empty() && o.hosts.size() < 2)
+    throw UsageError("--min-np without --host-discovery-script makes -H's hosts a fixed elastic pool, which needs "
+                     "at least 2 hosts (as horovodrun); give more hosts, a discovery script, or --max-restarts");
+  if (o.mpi) throw UsageError("--mpi: Horovod elastic runs with Gloo only (as horovodrun); drop --mpi");
+  if (o.check_only || o.dry_run)
+    throw UsageError(std::string(o.check_only ? "--check-only" : "--dry-run") +
+                     " with a Horovod elastic job: run it with the hosts in -H instead (hvrun --check-only -H ...)");
+  if (!o.sync_dirs.empty()) throw UsageError("--sync with a Horovod elastic job is not supported yet; copy the files first");
+  if (!o.output_filename.empty())
+    throw UsageError("--output-filename with a Horovod elastic job is not supported yet; drop it");
+  if (o.stall_timeout.count() > 0)
+    throw UsageError("--stall-timeout with a Horovod elastic job is not supported yet; drop it");
+}
+
+}  // namespace
+
 CliResult parse_command_line(int argc, const char* const* argv) {
   const std::vector<std::string> args(argv + (argc > 0 ? 1 : 0), argv + std::max(argc, 0));
 
@@ -431,6 +464,7 @@ CliResult parse_command_line(int argc, const char* const* argv) {
       throw UsageError("--min-np " + std::to_string(o.min_np) + " exceeds the job's " + std::to_string(np) +
                        " ranks (-np, or the hosts' slots); give --min-np at most " + std::to_string(np));
   }
+  if (o.elastic) settle_elastic_job(o, b.hosts_opt->count() > 0 || b.hostfile_opt->count() > 0);
   if (!o.sync_dirs.empty() && o.launcher != AgentLauncher::kSsh)
     throw UsageError(std::string("--sync copies files over hvrun's own SSH, which ") +
                      (o.launcher == AgentLauncher::kRsh ? "--rsh-agent" : "srun (--launcher slurm)") +

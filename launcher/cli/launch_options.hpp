@@ -47,6 +47,18 @@ struct LaunchOptions {
   // when hosts are lost; 0: every attempt runs -np ranks.
   int max_restarts = 0;
   int min_np = 0;
+  // Horovod elastic (horovodrun's --host-discovery-script, or --min-np without --max-restarts;
+  // launcher/job/elastic_job.hpp): the workers stay up and re-initialise when hosts come and go.
+  struct Elastic {
+    int min_np = 0;                     // --min-np, else -np
+    std::optional<int> max_np;          // --max-np; none: unbounded, horovodrun's real default
+    std::optional<int> slots_per_host;  // --slots-per-host: for discovery lines without ":SLOTS"
+    std::string discovery_script;       // --host-discovery-script; empty: the -H hosts, fixed
+    std::chrono::seconds timeout{600};  // --elastic-timeout: waiting for --min-np slots
+    std::optional<int> reset_limit;     // --reset-limit; none: unlimited
+    std::optional<std::pair<int, int>> cooldown;  // --blacklist-cooldown-range; none: blacklisted for good
+  };
+  std::optional<Elastic> elastic;
   // -x VAR (nullopt: pass the launcher's value) or VAR=VALUE (VALUE may be empty or hold '=')
   std::vector<std::pair<std::string, std::optional<std::string>>> env;
   std::string output_filename;       // --output-filename DIR

@@ -1,5 +1,11 @@
 #include "launcher/ssh/ssh_host_key.hpp"
 
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
 #include "agent/wire/log.hpp"
 
 namespace hvrun::ssh_detail {
@@ -61,6 +67,12 @@ void verify_host_key(Core& core, bool strict, const std::string& alias) {
                              ") and add it with: ssh-keyscan -p " + port + " " + core.hostname + " >> " +
                              core.known_hosts);
       }
+      // libssh creates the file's folder itself, but checks and creates in two steps: two hosts recorded at
+      // once race there, and the loser fails with EEXIST. The folder is made here first.
+      const std::filesystem::path folder = std::filesystem::path(core.known_hosts).parent_path();
+      if (!folder.empty() && ::mkdir(folder.c_str(), 0700) != 0 && errno != EEXIST)
+        throw core.error(SshFailure::kKnownHostsFile, "cannot record the host key of " + entry + ": mkdir " +
+                                                          folder.string() + ": " + std::strerror(errno));
       if (ssh_session_update_known_hosts(session) != SSH_OK) {
         throw core.error(SshFailure::kKnownHostsFile, "cannot record the host key of " + entry + " in " +
                                                           core.known_hosts + ": " + core.libssh_error());

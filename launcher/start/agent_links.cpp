@@ -65,6 +65,13 @@ AgentLinks::AgentLinks(asio::io_context& io, std::vector<std::string> hosts,
     : impl_(std::make_unique<Impl>(io, std::move(hosts), heartbeat_timeout, std::move(events))) {}
 AgentLinks::~AgentLinks() = default;
 
+std::size_t AgentLinks::add(std::string host) {
+  impl_->links.push_back(Impl::Link{std::move(host), nullptr, nullptr, false, 0});
+  return impl_->links.size() - 1;
+}
+
+std::size_t AgentLinks::size() const { return impl_->links.size(); }
+
 void AgentLinks::attach(std::size_t i, UniqueFd fd, const JobMsg& job) {
   Impl::Link& l = impl_->links.at(i);
   UniqueFd wfd(::fcntl(fd.get(), F_DUPFD_CLOEXEC, 3));

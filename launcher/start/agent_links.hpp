@@ -37,6 +37,10 @@ class AgentLinks {
   AgentLinks(const AgentLinks&) = delete;
   AgentLinks& operator=(const AgentLinks&) = delete;
 
+  // One more host (an elastic job's newcomer), not attached yet; returns its index.
+  std::size_t add(std::string host);
+  std::size_t size() const;
+
   // Starts the conversation with the agent of host i over `fd`: reads its frames, sends `job`, arms
   // the watchdog.
   void attach(std::size_t i, UniqueFd fd, const JobMsg& job);

@@ -1,0 +1,763 @@
+#include "launcher/job/elastic_job.hpp"
+
+#include <signal.h>
+
+#include <utility>  // before Asio: docs/DESIGN.md §8
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <algorithm>
+#include <ctime>
+#include <map>
+#include <optional>
+#include <random>
+#include <set>
+#include <spdlog/spdlog.h>
+
+#include "agent/wire/control_message.hpp"
+#include "agent/wire/duration_text.hpp"
+#include "agent/wire/error.hpp"
+#include "agent/wire/exit_status.hpp"
+#include "agent/wire/horovod_rendezvous.hpp"
+#include "agent/wire/job_secret.hpp"
+#include "agent/wire/log.hpp"
+#include "agent/wire/user_message.hpp"
+#include "hvrun/version.hpp"
+#include "launcher/base/exit_codes.hpp"
+#include "launcher/base/host_names.hpp"
+#include "launcher/elastic/discovery_script.hpp"
+#include "launcher/elastic/elastic_hosts.hpp"
+#include "launcher/elastic/worker_notifier.hpp"
+#include "launcher/elastic/worker_registry.hpp"
+#include "launcher/job/nic_discovery.hpp"
+#include "launcher/job/rank_exits.hpp"
+#include "launcher/job/rank_launch.hpp"
+#include "launcher/output/output_mux.hpp"
+#include "launcher/ranks/env_policy.hpp"
+#include "launcher/ranks/rank_env.hpp"
+#include "launcher/ranks/user_env.hpp"
+#include "launcher/start/agent_links.hpp"
+#include "launcher/start/connect_progress.hpp"
+#include "launcher/start/connector.hpp"
+#include "launcher/start/host_locality.hpp"
+#include "launcher/start/job_host.hpp"
+#include "launcher/start/local_agent.hpp"
+
+namespace hvrun {
+
+namespace asio = boost::asio;
+using std::chrono::milliseconds;
+
+namespace {
+
+constexpr milliseconds kResolveTimeout{5000};
+constexpr milliseconds kDiscoveryPeriod{1000};  // horovodrun's DISCOVER_HOSTS_FREQUENCY_SECS
+constexpr milliseconds kAfterKillSlack{1000};
+constexpr milliseconds kShutdownTimeout{2000};
+constexpr milliseconds kNotifyTimeout{5000};
+// Worker numbers for output ("[N]<stdout>:") are handed out once each; a job that starts more workers
+// than this in its life fails rather than growing the output tables without bound.
+constexpr int kMaxWorkers = 4096;
+constexpr const char* kUnassigned = "-1,-1,-1,-1,-1,-1";
+
+using SlotKey = std::pair<std::string, int>;  // (host as discovered, local rank)
+
+std::string slot_text(const SlotKey& k) { return k.first + "[" + std::to_string(k.second) + "]"; }
+
+}  // namespace
+
+struct ElasticJob::Impl {
+  using Clock = std::chrono::steady_clock;
+
+  explicit Impl(LaunchOptions o)
+      : options(std::move(o)),
+        el(*options.elastic),
+        signals(io, SIGINT, SIGTERM),
+        slots_timer(io),
+        probe_timer(io),
+        stop_timer(io),
+        secret(JobSecret::generate()),
+        pool(el.cooldown, [] {
+          static std::mt19937 gen{std::random_device{}()};
+          return std::uniform_real_distribution<double>(0.0, 1.0)(gen);
+        }),
+        registry(el.reset_limit),
+        notifier(io) {}
+
+  // One host the job has met: an agent, its NIC once admitted, and where its workers reach the rendezvous.
+  struct Member {
+    bool admitted = false;
+    bool refused = false;  // no agent, or no NIC reaching the others: never used
+    bool lost = false;     // its agent went away: never used again
+    std::optional<NicChoice> nic;
+    std::string rendezvous_addr;
+    int rendezvous_port = 0;
+  };
+  struct Worker {
+    std::size_t host = 0;
+    int local_rank = 0;
+    bool running = true;
+  };
+
+  LaunchOptions options;
+  const LaunchOptions::Elastic& el;
+  asio::io_context io;
+  asio::signal_set signals;
+  asio::steady_timer slots_timer;  // --elastic-timeout while too few slots are there
+  asio::steady_timer probe_timer;  // the probe round's deadline
+  asio::steady_timer stop_timer;   // the kill grace, then the shutdown's
+  JobSecret secret;
+  ElasticHosts pool;
+  WorkerRegistry registry;
+  WorkerNotifier notifier;
+  std::optional<EnvPolicy> env_policy;
+  std::string cwd;
+  std::vector<JobHost> hosts;  // every host met, in order; index = link index
+  std::vector<Member> members;  // parallel to hosts
+  std::map<std::string, std::size_t> index_of;
+  std::unique_ptr<AgentLinks> links;
+  std::unique_ptr<OutputMux> output;
+  std::unique_ptr<HorovodRendezvous> rendezvous;
+  std::unique_ptr<NicDiscovery> probing;  // the admission round under way
+  std::vector<std::size_t> probed;        // the newcomers it decides on
+  std::vector<Worker> workers;            // index: the worker's number on the wire
+  std::map<SlotKey, int> running;         // slot -> its running worker
+  std::vector<SlotInfo> assignment;       // the current world; empty before the start
+  std::map<SlotKey, HorovodWorkerAddresses> notification_addresses;
+  std::vector<std::pair<SlotKey, std::function<void(std::string)>>> held;  // rank_and_size answers
+  std::map<SlotKey, ExitedMsg> last_exit;
+  bool discovered = false;  // the discovery script's first run is in
+  bool started = false;
+  bool resuming = false;    // a round ended with a reset and waits for --min-np slots
+  bool stopping = false;
+  bool finished = false;
+  int exit_code = kExitOk;
+  std::optional<Clock::time_point> change_at;  // a loss or a join the workers are adjusting to
+  std::string change_what;
+  std::unique_ptr<Connector> connector;
+  std::unique_ptr<DiscoveryLoop> discovery;  // last: its thread posts into io until it is gone
+
+  const EnvPolicy& env() {
+    if (!env_policy) env_policy.emplace(launcher_environment(), options);
+    return *env_policy;
+  }
+
+  int run() {
+    cwd = current_directory();
+    output = std::make_unique<OutputMux>(kMaxWorkers, OutputOptions{options.output_filename, options.prefix_timestamp, 1, 2, 10},
+                                         [this] { asio::post(io, [this] {
+                                           if (links) links->acknowledge_all();
+                                         }); });
+    links = std::make_unique<AgentLinks>(
+        io, std::vector<std::string>{}, options.heartbeat_timeout,
+        AgentLinks::Events{.on_frame = [this](std::size_t i, Frame&& f) { on_frame(i, std::move(f)); },
+                           .on_closed = [this](std::size_t i, const std::string& e) { on_agent_closed(i, e); }});
+    connector = std::make_unique<Connector>(
+        io, Connector::host_agent_starter(options, default_agent_path()),
+        [this](std::size_t i, std::shared_ptr<HostAgent> agent, const std::string& error) {
+          on_connected(i, std::move(agent), error);
+        },
+        static_cast<std::size_t>(options.connect_concurrency));
+    links->start_heartbeats();
+    signals.async_wait([this](auto ec, int sig) { on_signal(ec, sig); });
+    arm_slots_timer("the job's first " + std::to_string(options.np) + " slots");
+    if (el.discovery_script.empty()) {
+      std::vector<HostSlots> fixed;
+      for (const HostSpec& h : options.hosts) fixed.push_back({h.name, h.slots});
+      asio::post(io, [this, fixed] { on_discovery(DiscoveryRun{fixed, {}}); });
+    } else {
+      discovery = std::make_unique<DiscoveryLoop>(el.discovery_script, el.slots_per_host, kDiscoveryPeriod,
+                                                  options.start_timeout, [this](DiscoveryRun r) {
+                                                    asio::post(io, [this, r = std::move(r)] { on_discovery(r); });
+                                                  });
+    }
+    run_loop();
+    discovery.reset();
+    signals.cancel();
+    for (auto& h : hosts)
+      if (h.local) h.local->reap(kShutdownTimeout);
+    return exit_code;
+  }
+
+  void run_loop() {
+    for (int failures = 0; failures < 3; ++failures) {
+      try {
+        io.run();
+        return;
+      } catch (const std::exception& e) {
+        spdlog::error("{}", user_message(e, "running the elastic job"));
+        if (exit_code == kExitOk) exit_code = kExitLaunchFailed;
+        if (!stopping) {
+          stop_all(options.kill_grace);
+        } else {
+          finish();
+        }
+      }
+    }
+  }
+
+  // ---- hosts ------------------------------------------------------------------------------------
+
+  void on_discovery(const DiscoveryRun& r) {
+    if (stopping) return;
+    if (!r.error.empty()) {
+      if (!discovered) return fail("--host-discovery-script " + el.discovery_script + ": " + r.error);
+      spdlog::warn("--host-discovery-script {}: {}; the hosts stay as they were", el.discovery_script, r.error);
+      return;
+    }
+    discovered = true;
+    const HorovodHostUpdate update = pool.update(r.hosts, Clock::now());
+    for (const HostSlots& h : pool.available())
+      if (!index_of.contains(h.host)) add_host(h.host);
+    if (update != HorovodHostUpdate::kNoUpdate) host_set_changed(update);
+  }
+
+  void add_host(const std::string& name) {
+    JobHost h;
+    h.name = name;
+    h.is_local = find_local_hosts({name}, kResolveTimeout).at(0);
+    const std::size_t i = links->add(name);
+    index_of[name] = i;
+    hosts.push_back(std::move(h));
+    members.emplace_back();
+    log_of(LogSubsys::kStart).info("{}: starting its agent", name);
+    if (hosts[i].is_local) {
+      hosts[i].local = std::make_unique<LocalAgent>(default_agent_path());
+      attach(i, hosts[i].local->take_channel());
+    } else {
+      hosts[i].connecting = true;
+      connector->connect(i, name);
+    }
+  }
+
+  void attach(std::size_t i, UniqueFd fd) {
+    links->attach(i, std::move(fd),
+                  JobMsg{secret.hex(), static_cast<int>(options.heartbeat_timeout.count()), static_cast<int>(i), false, false, true});
+  }
+
+  void on_connected(std::size_t i, std::shared_ptr<HostAgent> agent, const std::string& error) {
+    JobHost& h = hosts[i];
+    h.connecting = false;
+    if (stopping) return;
+    if (!error.empty()) {
+      h.connect_error = error;
+      links->mark_closed(i);
+      refuse(i, error);
+      return maybe_probe();
+    }
+    h.remote = std::move(agent);
+    attach(i, h.remote->take_channel());
+  }
+
+  // hosts[i] is never used: why, for the user, and the job goes on without it.
+  void refuse(std::size_t i, const std::string& why) {
+    members[i].refused = true;
+    hosts[i].ready.reset();
+    spdlog::warn("{} is left out of the elastic job: {}", hosts[i].name, why);
+    pool.blacklist(hosts[i].name, Clock::now());
+    host_set_changed(HorovodHostUpdate::kRemoved);
+  }
+
+  // Newcomers that are up are probed together with the hosts already in, once no other host is still
+  // starting its agent (so that a burst of new hosts is one round).
+  void maybe_probe() {
+    if (probing || stopping) return;
+    std::vector<std::size_t> newcomers;
+    for (std::size_t i = 0; i < hosts.size(); ++i) {
+      if (hosts[i].connecting || (!hosts[i].ready && !members[i].refused && !members[i].lost && !hosts[i].connect_error))
+        return;  // still starting
+      if (hosts[i].ready && !members[i].admitted) newcomers.push_back(i);
+    }
+    if (newcomers.empty()) return;
+    probed = newcomers;
+    probing = std::make_unique<NicDiscovery>(
+        io, options, hosts, NicFilter::parse(options.network_interfaces),
+        NicDiscovery::Hooks{
+            .probing = [this] { return probing != nullptr && !stopping; },
+            .arm_deadline =
+                [this](milliseconds after, std::function<void()> f) {
+                  probe_timer.expires_after(after);
+                  probe_timer.async_wait([f = std::move(f)](auto ec) {
+                    if (!ec) f();
+                  });
+                },
+            .cancel_deadline = [this] { probe_timer.cancel(); },
+            .send = [this](std::size_t i, const ProbeRequestMsg& m) { links->send(i, m); },
+            .decided = [this] { asio::post(io, [this] { on_probed(); }); }});
+    try {
+      probing->start();
+    } catch (const UsageError& e) {
+      probing.reset();
+      for (std::size_t i : newcomers) refuse(i, e.what());
+    }
+  }
+
+  void on_probed() {
+    if (!probing) return;
+    std::vector<std::string> admitted;
+    for (std::size_t i : probed) {
+      if (!hosts[i].ready) continue;  // lost meanwhile
+      const auto choice = probing->choice_of(i);
+      if (!choice) {
+        refuse(i, "none of its NICs reached the job's other hosts in the probes (hvrun --check-only -H " +
+                      hosts[i].name + ",... shows why)");
+        continue;
+      }
+      try {
+        admit(i, *choice);
+        admitted.push_back(hosts[i].name);
+      } catch (const Error& e) {
+        refuse(i, e.what());
+      }
+    }
+    probing.reset();
+    if (!admitted.empty()) {
+      log_of(LogSubsys::kStart).info("admitted {}", fold_names(admitted));
+      host_set_changed(HorovodHostUpdate::kAdded);
+    }
+    maybe_probe();  // hosts that came up during the round
+  }
+
+  // hosts[i] passed its probes: its NIC is fixed for the rest of the job, and the rendezvous listens
+  // where its workers reach the launcher (the address its sshd saw hvrun come from).
+  void admit(std::size_t i, const NicChoice& nic) {
+    JobHost& h = hosts[i];
+    std::string addr = h.is_local ? "127.0.0.1" : h.hello->ssh_client_address;
+    if (addr.empty())
+      throw Error("hvrun does not know its own address as " + h.name +
+                  " sees it (no SSH_CONNECTION there: --rsh-agent?), so its workers could not reach the rendezvous");
+    std::set<std::string> peers{"127.0.0.1"};
+    for (const InterfaceInfo& f : h.hello->interfaces)
+      for (const auto& a : f.addresses)
+        if (a.find(':') == std::string::npos) peers.insert(a);
+    if (!h.hello->ssh_server_address.empty()) peers.insert(h.hello->ssh_server_address);
+    if (!rendezvous) {
+      HorovodElasticHooks hooks{
+          .rank_and_size = [this](const std::string& host, int lr,
+                                  std::function<void(std::string)> answer) { on_rank_and_size(host, lr, std::move(answer)); },
+          .worker_addresses = [this](const std::string& host, int lr,
+                                     HorovodWorkerAddresses a) { notification_addresses[{host, lr}] = std::move(a); }};
+      rendezvous = std::make_unique<HorovodRendezvous>(
+          io, HorovodRendezvousOptions{addr, 0, peers, {}, std::move(hooks)});
+      members[i].rendezvous_port = rendezvous->port();
+    } else {
+      for (const auto& p : peers) rendezvous->allow(p);
+      members[i].rendezvous_port = rendezvous->listen_also(io, addr);
+    }
+    members[i].rendezvous_addr = addr;
+    members[i].nic = nic;
+    members[i].admitted = true;
+    log_of(LogSubsys::kRendezvous)
+        .info("{} uses {} {}; its workers reach the rendezvous at {}:{}", h.name, nic.iface, nic.address, addr,
+              members[i].rendezvous_port);
+  }
+
+  bool usable(const std::string& host) const {
+    const auto it = index_of.find(host);
+    if (it == index_of.end()) return false;
+    const Member& m = members[it->second];
+    return m.admitted && !m.lost && !m.refused;
+  }
+
+  std::vector<HostSlots> usable_hosts() const {
+    std::vector<HostSlots> out;
+    for (const HostSlots& h : pool.available())
+      if (usable(h.host)) out.push_back(h);
+    return out;
+  }
+
+  static int slot_count(const std::vector<HostSlots>& hs) {
+    int n = 0;
+    for (const auto& h : hs) n += h.slots;
+    return n;
+  }
+
+  // The set of usable hosts may have changed (discovery, an admission, a refusal, a blacklisting).
+  void host_set_changed(HorovodHostUpdate update) {
+    if (stopping) return;
+    if (!started) return maybe_start();
+    if (resuming) return maybe_resume();
+    const auto hs = usable_hosts();
+    if (slot_count(hs) < el.min_np) return;  // Horovod's driver sends nothing then
+    if (assign_slots(hs, el.max_np) == assignment) return;
+    notify_coordinator(update);
+  }
+
+  // horovodrun's _notify_workers_host_changes: the coordinator (rank 0) hears of it, and its
+  // state.commit() or check_host_updates() makes every worker reset.
+  void notify_coordinator(HorovodHostUpdate update) {
+    const auto coordinator = std::find_if(assignment.begin(), assignment.end(), [](const SlotInfo& s) { return s.rank == 0; });
+    if (coordinator == assignment.end()) return;
+    const SlotKey key{coordinator->host, coordinator->local_rank};
+    const auto it = notification_addresses.find(key);
+    if (it == notification_addresses.end()) {
+      log_of(LogSubsys::kRendezvous).debug("{} has published no notification address yet; not told", slot_text(key));
+      return;
+    }
+    if (!change_at) {
+      change_at = Clock::now();
+      change_what = "the host change";
+    }
+    notifier.notify(it->second, static_cast<long long>(std::time(nullptr)), update, kNotifyTimeout,
+                    [key](WorkerNotice n) {
+                      if (n.acked)
+                        log_of(LogSubsys::kRendezvous).info("told the coordinator {} at {}", slot_text(key), n.address);
+                      else
+                        spdlog::warn("could not tell the coordinator {} that the hosts changed: {}; the workers "
+                                     "learn it at their next reset",
+                                     slot_text(key), n.detail);
+                    });
+  }
+
+  // ---- rounds -------------------------------------------------------------------------------------
+
+  void maybe_start() {
+    if (started || stopping) return;
+    const auto hs = usable_hosts();
+    if (slot_count(hs) < options.np) return;
+    // Hosts still starting or being probed join first, unless the job is full without them.
+    const bool busy = probing || std::any_of(hosts.begin(), hosts.end(), [](const JobHost& h) { return h.connecting; });
+    if (busy && !(el.max_np && slot_count(hs) >= *el.max_np)) return;
+    started = true;
+    slots_timer.cancel();
+    activate(hs);
+    spdlog::warn("elastic: started {} ranks on {}", assignment.size(), fold_names(assignment_hosts(assignment)));
+  }
+
+  void maybe_resume() {
+    const auto hs = usable_hosts();
+    if (slot_count(hs) < el.min_np) return;
+    resuming = false;
+    slots_timer.cancel();
+    activate(hs);
+  }
+
+  static std::vector<std::string> assignment_hosts(const std::vector<SlotInfo>& a) {
+    std::vector<std::string> names;
+    for (const SlotInfo& s : a)
+      if (names.empty() || names.back() != s.host) names.push_back(s.host);
+    return names;
+  }
+
+  // driver.py _activate_workers: a new assignment, a new round, the held answers, and workers for the
+  // slots that have none.
+  void activate(const std::vector<HostSlots>& hs) {
+    std::vector<SlotInfo> next = assign_slots(hs, el.max_np);
+    const std::vector<std::string> before = assignment_hosts(assignment), after = assignment_hosts(next);
+    if (!assignment.empty() && std::none_of(before.begin(), before.end(), [&](const std::string& h) {
+          return std::find(after.begin(), after.end(), h) != after.end();
+        }))
+      return fail("no host of the last world is left (" + fold_names(before) +
+                  "), so no worker can hand the training state on; the job cannot go on");
+    const bool first = assignment.empty();
+    assignment = std::move(next);
+    registry.reset(static_cast<int>(assignment.size()));
+    rendezvous->clear_keys();
+    for (const std::string& h : after)
+      if (!first && std::find(before.begin(), before.end(), h) == before.end())
+        spdlog::warn("{} joined: {} ranks now", h, assignment.size());
+    if (!first && change_at) {
+      spdlog::warn("elastic: {} ranks on {}, {} after {}", assignment.size(), fold_names(after),
+                   seconds_text(std::chrono::duration_cast<milliseconds>(Clock::now() - *change_at)), change_what);
+      change_at.reset();
+    }
+    auto answers = std::move(held);
+    held.clear();
+    for (auto& [key, answer] : answers) answer(slot_of(key) ? slot_of(key)->response() : kUnassigned);
+    start_workers();
+  }
+
+  std::optional<SlotInfo> slot_of(const SlotKey& k) const {
+    if (pool.blacklisted(k.first)) return std::nullopt;
+    for (const SlotInfo& s : assignment)
+      if (s.host == k.first && s.local_rank == k.second) return s;
+    return std::nullopt;
+  }
+
+  void start_workers() {
+    std::map<std::size_t, std::vector<SlotInfo>> by_host;
+    for (const SlotInfo& s : assignment)
+      if (!running.contains({s.host, s.local_rank})) by_host[index_of.at(s.host)].push_back(s);
+    if (by_host.empty()) return;
+    JobNetwork net;
+    net.hosts.resize(hosts.size());
+    for (std::size_t i = 0; i < hosts.size(); ++i)
+      if (members[i].nic) net.hosts[i] = HostNetwork{hosts[i].name, members[i].nic->iface, members[i].nic->address};
+    const std::size_t coordinator = index_of.at(assignment.front().host);
+    net.master_addr = members[coordinator].nic->address;
+    net.master_port = hosts[coordinator].hello->free_port;
+    std::vector<std::string> node_order = assignment_hosts(assignment);
+    for (auto& [i, slots] : by_host) {
+      net.horovod_rendezvous_addr = members[i].rendezvous_addr;
+      net.horovod_rendezvous_port = members[i].rendezvous_port;
+      LaunchMsg m{cwd, options.command, hosts[i].is_local ? env().local() : env().remote(), {}};
+      for (const SlotInfo& s : slots) {
+        if (workers.size() >= static_cast<std::size_t>(kMaxWorkers))
+          return fail("the job started " + std::to_string(kMaxWorkers) + " workers in its life, hvrun's bound");
+        const int id = static_cast<int>(workers.size());
+        const int node = static_cast<int>(std::find(node_order.begin(), node_order.end(), s.host) - node_order.begin());
+        auto rank_env = rank_environment(
+            RankInfo{s.rank, s.size, s.local_rank, s.local_size, s.cross_rank, s.cross_size, static_cast<int>(i), node}, net);
+        rank_env["HOROVOD_ELASTIC"] = "1";
+        apply_user_variables(rank_env, env().user());
+        m.ranks.push_back(RankLaunch{id, std::move(rank_env)});
+        workers.push_back(Worker{i, s.local_rank, true});
+        running[{s.host, s.local_rank}] = id;
+        log_of(LogSubsys::kRank).info("worker {} is {} (rank {} of {})", id, slot_text({s.host, s.local_rank}), s.rank, s.size);
+      }
+      links->send(i, m);
+    }
+  }
+
+  void on_rank_and_size(const std::string& host, int lr, std::function<void(std::string)> answer) {
+    if (stopping || !index_of.contains(host)) return answer(kUnassigned);
+    const bool out = pool.blacklisted(host);
+    if (out) return answer(kUnassigned);
+    held.emplace_back(SlotKey{host, lr}, std::move(answer));
+    log_of(LogSubsys::kRendezvous).debug("{} is ready ({} of {})", slot_text({host, lr}), registry.recorded() + 1, registry.size());
+    if (auto end = registry.record(host, lr, WorkerState::kReady, out)) on_round_end(*end);
+  }
+
+  void on_round_end(const RoundEnd& end) {
+    switch (end.kind) {
+      case RoundEnd::Kind::kReset: {
+        for (const std::string& h : end.blacklist) blacklist(h);
+        const auto hs = usable_hosts();
+        if (slot_count(hs) < el.min_np) {
+          resuming = true;
+          spdlog::warn("elastic: {} slots left, --min-np is {}; waiting up to {} for more (--elastic-timeout)",
+                       slot_count(hs), el.min_np, seconds_text(std::chrono::duration_cast<milliseconds>(el.timeout)));
+          arm_slots_timer(std::to_string(el.min_np) + " slots (--min-np) after a reset");
+          return;
+        }
+        return activate(hs);
+      }
+      case RoundEnd::Kind::kSucceeded:
+        for (const auto& f : end.failed)
+          if (const auto it = last_exit.find(f); it != last_exit.end() && exit_code == kExitOk)
+            exit_code = failed_rank_exit_code(it->second);
+        return stop_all(options.kill_grace);
+      default:
+        return fail("elastic: " + end.why);
+    }
+  }
+
+  // horovodrun: the host is out (for its cooldown) and its workers are stopped (the host event).
+  void blacklist(const std::string& host) {
+    pool.blacklist(host, Clock::now());
+    const auto until = pool.cooldown_end(host);
+    spdlog::warn("{} blacklisted {}", host,
+                 until ? "for " + seconds_text(std::chrono::duration_cast<milliseconds>(*until - Clock::now()))
+                       : std::string("for the rest of the job (no --blacklist-cooldown-range)"));
+    const std::size_t i = index_of.at(host);
+    if (links->live(i)) links->send(i, TerminateMsg{static_cast<int>(options.kill_grace.count())});
+  }
+
+  void arm_slots_timer(const std::string& what) {
+    slots_timer.expires_after(el.timeout);
+    slots_timer.async_wait([this, what](auto ec) {
+      if (ec || stopping) return;
+      const auto hs = usable_hosts();
+      fail("timed out after " + seconds_text(std::chrono::duration_cast<milliseconds>(el.timeout)) +
+           " (--elastic-timeout) waiting for " + what + ": " + std::to_string(slot_count(hs)) + " usable" +
+           (hs.empty() ? "" : " on " + fold_names(assignment_hosts(assign_slots(hs, std::nullopt)))) +
+           "; check the discovery script's output and the hosts' agents above");
+    });
+  }
+
+  // ---- the agents' messages -------------------------------------------------------------------------
+
+  void on_frame(std::size_t i, Frame&& f) {
+    try {
+      if (f.type == FrameType::kOutput) {
+        OutputChunk c = decode_output(f.payload, links->peer(i));
+        check_worker(i, c.rank);
+        output->write(c.rank, c.stream, c.bytes);
+        links->took_output(i, c.bytes.size(), output->congested());
+        return;
+      }
+      std::visit([&](auto&& m) { handle(i, std::move(m)); }, decode_control(f.payload, links->peer(i)));
+    } catch (const ProtocolError& e) {
+      links->close_channel(i);
+      on_agent_closed(i, e.what());
+    }
+  }
+
+  void check_worker(std::size_t i, int id) const {
+    if (id < 0 || static_cast<std::size_t>(id) >= workers.size() || workers[static_cast<std::size_t>(id)].host != i)
+      throw ProtocolError(links->peer(i) + ": message about worker " + std::to_string(id) + ", which is not on that host");
+  }
+
+  void handle(std::size_t i, HelloMsg m) {
+    if (hosts[i].hello) throw ProtocolError(links->peer(i) + ": a second hello");
+    if (m.version != kVersion || m.control_version != kControlVersion)
+      throw ProtocolError(links->peer(i) + " is version " + m.version + ", hvrun is " + kVersion +
+                          "; install the same hvrun version on every host");
+    log_of(LogSubsys::kStart).info("agent on {} is up (hostname {}, pid {})", hosts[i].name, m.hostname, m.pid);
+    hosts[i].hello = std::move(m);
+  }
+
+  void handle(std::size_t i, ReadyMsg m) {
+    if (hosts[i].ready || !hosts[i].hello) throw ProtocolError(links->peer(i) + ": ready out of turn");
+    hosts[i].ready = m;
+    maybe_probe();
+  }
+
+  void handle(std::size_t i, ProbeResultMsg m) {
+    if (probing) probing->add(i, m, links->peer(i));
+  }
+
+  void handle(std::size_t i, StartedMsg m) {
+    check_worker(i, m.rank);
+    log_of(LogSubsys::kRank).debug("worker {} on {} is pid {}", m.rank, hosts[i].name, m.pid);
+  }
+
+  void handle(std::size_t i, ExitedMsg m) {
+    check_worker(i, m.rank);
+    Worker& w = workers[static_cast<std::size_t>(m.rank)];
+    if (!w.running) throw ProtocolError(links->peer(i) + ": worker " + std::to_string(m.rank) + " exited twice");
+    w.running = false;
+    output->flush(m.rank);
+    const SlotKey key{hosts[i].name, w.local_rank};
+    if (running[key] == m.rank) running.erase(key);
+    if (stopping) return maybe_finish();
+    worker_ended(key, m);
+  }
+
+  // driver.py _handle_worker_exit: only a worker whose slot is still assigned counts.
+  void worker_ended(const SlotKey& key, const ExitedMsg& m) {
+    if (!slot_of(key)) {
+      log_of(LogSubsys::kRank).info("{} ended ({}) outside the assignment; ignored", slot_text(key), describe_exit(m));
+      return;
+    }
+    const bool ok = !exit_failed(m);
+    last_exit[key] = m;
+    if (!ok) {
+      spdlog::warn("worker {} on {} {}; its host will be blacklisted", slot_text(key), key.first, describe_exit(m));
+      if (!change_at) {
+        change_at = Clock::now();
+        change_what = "the failure of " + slot_text(key);
+      }
+    }
+    if (auto end = registry.record(key.first, key.second, ok ? WorkerState::kSuccess : WorkerState::kFailure, false))
+      on_round_end(*end);
+  }
+
+  void handle(std::size_t i, FatalMsg m) {
+    spdlog::error("{}: {}", hosts[i].name, m.error);
+    links->close_channel(i);
+    on_agent_closed(i, m.error);
+  }
+
+  void handle(std::size_t, HeartbeatMsg) {}
+
+  template <typename M>
+  void handle(std::size_t i, M&&) {
+    throw ProtocolError(links->peer(i) + ": unexpected control message");
+  }
+
+  void on_agent_closed(std::size_t i, const std::string& error) {
+    if (links->closed(i)) return;
+    links->mark_closed(i);
+    if (finished) return poll_closed();
+    JobHost& h = hosts[i];
+    const bool was_ready = h.ready.has_value();
+    h.ready.reset();
+    members[i].lost = true;
+    std::vector<SlotKey> gone;
+    for (std::size_t id = 0; id < workers.size(); ++id)
+      if (workers[id].host == i && workers[id].running) {
+        workers[id].running = false;
+        output->flush(static_cast<int>(id));
+        gone.push_back({h.name, workers[id].local_rank});
+      }
+    for (const auto& k : gone) running.erase(k);
+    if (stopping) return maybe_finish();
+    spdlog::warn("{} lost ({}){}", h.name, agent_loss_reason(h, error),
+                 gone.empty() ? std::string("; it ran no worker") : "; its " + std::to_string(gone.size()) + " workers count as failed");
+    if (!change_at) {
+      change_at = Clock::now();
+      change_what = "the loss of " + h.name;
+    }
+    if (!was_ready && !members[i].admitted) maybe_probe();
+    for (const auto& k : gone) {
+      if (stopping) break;
+      if (!slot_of(k)) continue;
+      if (auto end = registry.record(k.first, k.second, WorkerState::kFailure, false)) on_round_end(*end);
+    }
+    if (!stopping && gone.empty()) host_set_changed(HorovodHostUpdate::kRemoved);
+  }
+
+  // ---- the end ----------------------------------------------------------------------------------
+
+  void fail(const std::string& why) {
+    if (stopping) return;
+    spdlog::error("{}", why);
+    if (exit_code == kExitOk) exit_code = kExitLaunchFailed;
+    stop_all(options.kill_grace);
+  }
+
+  void on_signal(const boost::system::error_code& ec, int sig) {
+    if (ec) return;
+    if (stopping) {
+      spdlog::warn("received {} again; stopping at once", signal_name(sig));
+      return finish();
+    }
+    spdlog::error("received {}; stopping all workers", signal_name(sig));
+    exit_code = 128 + sig;
+    stop_all(options.kill_grace);
+    signals.async_wait([this](auto e, int s) { on_signal(e, s); });
+  }
+
+  void stop_all(milliseconds grace) {
+    if (stopping) return;
+    stopping = true;
+    slots_timer.cancel();
+    probe_timer.cancel();
+    probing.reset();
+    auto answers = std::move(held);
+    held.clear();
+    for (auto& [key, answer] : answers) answer(kUnassigned);
+    links->send_all(TerminateMsg{static_cast<int>(grace.count())});
+    stop_timer.expires_after(grace + kAfterKillSlack);
+    stop_timer.async_wait([this](auto ec) {
+      if (!ec) finish();
+    });
+    maybe_finish();
+  }
+
+  void maybe_finish() {
+    if (std::none_of(workers.begin(), workers.end(), [](const Worker& w) { return w.running; })) finish();
+  }
+
+  void finish() {
+    if (finished) return;
+    finished = true;
+    stop_timer.cancel();
+    discovery.reset();
+    links->send_all(ShutdownMsg{});
+    links->abandon_unattached();
+    connector.reset();
+    if (rendezvous) rendezvous->close();
+    stop_timer.expires_after(kShutdownTimeout);
+    stop_timer.async_wait([this](auto) { close_and_stop(); });
+    poll_closed();
+  }
+
+  void poll_closed() {
+    if (links->all_closed()) return close_and_stop();
+  }
+
+  void close_and_stop() {
+    stop_timer.cancel();
+    links->close_all();
+    output->notify_when_empty([this] { asio::post(io, [this] { io.stop(); }); });
+  }
+};
+
+ElasticJob::ElasticJob(LaunchOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+ElasticJob::~ElasticJob() = default;
+int ElasticJob::run() { return impl_->run(); }
+
+}  // namespace hvrun
