@@ -150,7 +150,7 @@ TEST_CASE("rounds: a reset after failures, success and total failure end the job
   end = reg.record("c", 0, WorkerState::kFailure, false);
   REQUIRE(end);
   CHECK(end->kind == Kind::kResetLimit);
-  CHECK(end->why == "the job was reset 1 times, the --reset-limit");
+  CHECK(end->why == "--reset-limit 1 reached: the job was reset 1 time already, so it ends here");
 
   WorkerRegistry unlimited(std::nullopt);
   unlimited.reset(3);

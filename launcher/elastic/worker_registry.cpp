@@ -58,7 +58,8 @@ RoundEnd WorkerRegistry::complete() {
   }
   if (reset_limit_ && resets_ >= *reset_limit_) {
     end.kind = RoundEnd::Kind::kResetLimit;
-    end.why = "the job was reset " + std::to_string(resets_) + " times, the --reset-limit";
+    end.why = "--reset-limit " + std::to_string(*reset_limit_) + " reached: the job was reset " +
+              std::to_string(resets_) + (resets_ == 1 ? " time" : " times") + " already, so it ends here";
     return end;
   }
   ++resets_;

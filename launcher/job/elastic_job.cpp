@@ -254,7 +254,7 @@ struct ElasticJob::Impl {
   void refuse(std::size_t i, const std::string& why) {
     members[i].refused = true;
     hosts[i].ready.reset();
-    spdlog::warn("{} is left out of the elastic job: {}", hosts[i].name, why);
+    spdlog::warn("{} is left out of the elastic job: {}; the job goes on without it", hosts[i].name, why);
     pool.blacklist(hosts[i].name, Clock::now());
     host_set_changed(HorovodHostUpdate::kRemoved);
   }
@@ -716,9 +716,9 @@ struct ElasticJob::Impl {
     slots_timer.cancel();
     probe_timer.cancel();
     probing.reset();
-    auto answers = std::move(held);
+    // Held rank_and_size requests stay unanswered: "-1,..." would make Horovod abort those workers with
+    // a core dump's worth of output, while SIGTERM ends them quietly. The rendezvous closes at finish().
     held.clear();
-    for (auto& [key, answer] : answers) answer(kUnassigned);
     links->send_all(TerminateMsg{static_cast<int>(grace.count())});
     stop_timer.expires_after(grace + kAfterKillSlack);
     stop_timer.async_wait([this](auto ec) {
