@@ -27,6 +27,11 @@ std::optional<RoundEnd> WorkerRegistry::record(const std::string& host, int loca
   return complete();
 }
 
+bool WorkerRegistry::has_recorded(const std::string& host, int local_rank) const {
+  const auto key = std::make_pair(host, local_rank);
+  return std::any_of(states_.begin(), states_.end(), [&](const auto& e) { return e.first == key; });
+}
+
 RoundEnd WorkerRegistry::complete() {
   RoundEnd end;
   bool success = false;

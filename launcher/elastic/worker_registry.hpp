@@ -45,6 +45,8 @@ class WorkerRegistry {
   // blacklisted. When this record completes the round, what to do next.
   std::optional<RoundEnd> record(const std::string& host, int local_rank, WorkerState state, bool host_blacklisted);
 
+  // Whether HOST's LOCAL_RANK has recorded a state in this round.
+  bool has_recorded(const std::string& host, int local_rank) const;
   int round() const { return round_; }
   int resets() const { return resets_; }
   int size() const { return size_; }

@@ -56,6 +56,9 @@ constexpr milliseconds kDiscoveryPeriod{1000};  // horovodrun's DISCOVER_HOSTS_F
 constexpr milliseconds kAfterKillSlack{1000};
 constexpr milliseconds kShutdownTimeout{2000};
 constexpr milliseconds kNotifyTimeout{5000};
+// After a worker of the round fails, how long the others get to re-initialise (each asks rank_and_size)
+// before hvrun ends the round without those still silent (early_round_end).
+constexpr milliseconds kLateGrace{2000};
 // Worker numbers for output ("[N]<stdout>:") are handed out once each; a job that starts more workers
 // than this in its life fails rather than growing the output tables without bound.
 constexpr int kMaxWorkers = 4096;
@@ -77,6 +80,7 @@ struct ElasticJob::Impl {
         slots_timer(io),
         probe_timer(io),
         stop_timer(io),
+        late_timer(io),
         secret(JobSecret::generate()),
         pool(el.cooldown, [] {
           static std::mt19937 gen{std::random_device{}()};
@@ -107,6 +111,7 @@ struct ElasticJob::Impl {
   asio::steady_timer slots_timer;  // --elastic-timeout while too few slots are there
   asio::steady_timer probe_timer;  // the probe round's deadline
   asio::steady_timer stop_timer;   // the kill grace, then the shutdown's
+  asio::steady_timer late_timer;   // kLateGrace after a failure in the round
   JobSecret secret;
   ElasticHosts pool;
   WorkerRegistry registry;
@@ -127,6 +132,9 @@ struct ElasticJob::Impl {
   std::map<SlotKey, HorovodWorkerAddresses> notification_addresses;
   std::vector<std::pair<SlotKey, std::function<void(std::string)>>> held;  // rank_and_size answers
   std::map<SlotKey, ExitedMsg> last_exit;
+  // Slots whose round hvrun ended without them (early_round_end): their next rank_and_size is answered
+  // at once from the assignment, not recorded.
+  std::set<SlotKey> late;
   bool discovered = false;  // the discovery script's first run is in
   bool started = false;
   bool resuming = false;    // a round ended with a reset and waits for --min-np slots
@@ -457,15 +465,23 @@ struct ElasticJob::Impl {
     for (const std::string& h : after)
       if (!first && std::find(before.begin(), before.end(), h) == before.end())
         spdlog::warn("{} joined: {} ranks now", h, assignment.size());
-    if (!first && change_at) {
-      spdlog::warn("elastic: {} ranks on {}, {} after {}", assignment.size(), fold_names(after),
-                   seconds_text(std::chrono::duration_cast<milliseconds>(Clock::now() - *change_at)), change_what);
-      change_at.reset();
-    }
+    if (!first) maybe_report_resumed();
     auto answers = std::move(held);
     held.clear();
     for (auto& [key, answer] : answers) answer(slot_of(key) ? slot_of(key)->response() : kUnassigned);
     start_workers();
+  }
+
+  // Once every worker of the new world has its answer (or is new), the line that says the job goes on,
+  // and how long after the change that began it.
+  void maybe_report_resumed() {
+    if (!change_at) return;
+    if (std::any_of(assignment.begin(), assignment.end(),
+                    [this](const SlotInfo& s) { return late.contains({s.host, s.local_rank}); }))
+      return;
+    spdlog::warn("elastic: {} ranks on {}, {} after {}", assignment.size(), fold_names(assignment_hosts(assignment)),
+                 seconds_text(std::chrono::duration_cast<milliseconds>(Clock::now() - *change_at)), change_what);
+    change_at.reset();
   }
 
   std::optional<SlotInfo> slot_of(const SlotKey& k) const {
@@ -514,6 +530,12 @@ struct ElasticJob::Impl {
     if (stopping || !index_of.contains(host)) return answer(kUnassigned);
     const bool out = pool.blacklisted(host);
     if (out) return answer(kUnassigned);
+    if (late.erase({host, lr}) > 0) {
+      const auto slot = slot_of({host, lr});
+      log_of(LogSubsys::kRendezvous).info("{} re-initialises after its round ended; answered at once", slot_text({host, lr}));
+      answer(slot ? slot->response() : kUnassigned);
+      return maybe_report_resumed();
+    }
     held.emplace_back(SlotKey{host, lr}, std::move(answer));
     log_of(LogSubsys::kRendezvous).debug("{} is ready ({} of {})", slot_text({host, lr}), registry.recorded() + 1, registry.size());
     if (auto end = registry.record(host, lr, WorkerState::kReady, out)) on_round_end(*end);
@@ -640,8 +662,40 @@ struct ElasticJob::Impl {
         change_what = "the failure of " + slot_text(key);
       }
     }
+    late.erase(key);
     if (auto end = registry.record(key.first, key.second, ok ? WorkerState::kSuccess : WorkerState::kFailure, false))
-      on_round_end(*end);
+      return on_round_end(*end);
+    if (!ok) arm_late_timer();
+  }
+
+  // A worker failed and the round waits for the others to re-initialise. Those that talked to it learn
+  // it at once; one blocked in a collective with a peer that is alive but resetting waits out Gloo's
+  // timeout (30 s), and that peer waits in rank_and_size for it: under horovodrun the job stalls there.
+  // hvrun ends the round kLateGrace after the failure instead, as if the silent workers had said READY:
+  // the others get the new world, rebuild their Gloo contexts, and their old connections' closing wakes
+  // the silent ones, whose rank_and_size is then answered at once (`late`). (A deviation from Horovod's
+  // registry, which waits for every worker.)
+  void arm_late_timer() {
+    const int round = registry.round();
+    late_timer.expires_after(kLateGrace);
+    late_timer.async_wait([this, round](auto ec) {
+      if (ec || stopping || resuming || registry.round() != round) return;
+      early_round_end();
+    });
+  }
+
+  void early_round_end() {
+    std::vector<SlotKey> silent;
+    for (const SlotInfo& s : assignment)
+      if (!registry.has_recorded(s.host, s.local_rank)) silent.push_back({s.host, s.local_rank});
+    if (silent.empty()) return;
+    log_of(LogSubsys::kRendezvous)
+        .info("ending the round without {} still silent {} after a failure", silent.size(), seconds_text(kLateGrace));
+    for (const SlotKey& k : silent) {
+      late.insert(k);
+      if (auto end = registry.record(k.first, k.second, WorkerState::kReady, pool.blacklisted(k.first)))
+        return on_round_end(*end);
+    }
   }
 
   void handle(std::size_t i, FatalMsg m) {
@@ -684,7 +738,12 @@ struct ElasticJob::Impl {
     for (const auto& k : gone) {
       if (stopping) break;
       if (!slot_of(k)) continue;
-      if (auto end = registry.record(k.first, k.second, WorkerState::kFailure, false)) on_round_end(*end);
+      late.erase(k);
+      if (auto end = registry.record(k.first, k.second, WorkerState::kFailure, false)) {
+        on_round_end(*end);
+        break;
+      }
+      arm_late_timer();
     }
     if (!stopping && gone.empty()) host_set_changed(HorovodHostUpdate::kRemoved);
   }
@@ -715,6 +774,7 @@ struct ElasticJob::Impl {
     stopping = true;
     slots_timer.cancel();
     probe_timer.cancel();
+    late_timer.cancel();
     probing.reset();
     // Held rank_and_size requests stay unanswered: "-1,..." would make Horovod abort those workers with
     // a core dump's worth of output, while SIGTERM ends them quietly. The rendezvous closes at finish().
