@@ -23,7 +23,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build_dir=${FUZZ_BUILD_DIR:-$root/build-fuzz}
 fuzz_dir=$root/tests/fuzz
 # The same list as hvrun::fuzz::kTargets (tests/fuzz/fuzz_entries.hpp) and tests/fuzz/CMakeLists.txt.
-targets=(frame_decoder control_message host_list hostfile nic_filter store_protocol slurm_lists probe_message rank_text horovod_pickle)
+targets=(frame_decoder control_message host_list hostfile nic_filter store_protocol slurm_lists probe_message rank_text horovod_pickle elastic_http)
 if [[ -n ${FUZZ_TARGETS:-} ]]; then
   for t in $FUZZ_TARGETS; do
     [[ " ${targets[*]} " == *" $t "* ]] || { echo "fuzz.sh: FUZZ_TARGETS: no target '$t' (have: ${targets[*]})" >&2; exit 2; }

@@ -24,7 +24,7 @@ tarball=${tarballs[-1]}
 # shellcheck source=lib/packages.sh
 source "$root/scripts/lib/packages.sh"
 ensure_packages horovod.sh python3-torch python3-cloudpickle python3-psutil python3-yaml python3-packaging \
-  python3-cffi xz-utils
+  python3-cffi python3-torchvision xz-utils
 
 stamp="$(basename "$tarball") $(stat -c %s "$tarball")"
 if [[ -f $dest/.hvrun-installed && $(<"$dest/.hvrun-installed") == "$stamp" ]]; then

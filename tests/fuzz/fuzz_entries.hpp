@@ -50,6 +50,9 @@ void probe_message(std::string_view input);
 void horovod_pickle(std::string_view input);
 // A rank's own text: StderrDigest line by line, the failure report, and the autopsy's stack groups.
 void rank_text(std::string_view input);
+// agent/wire/horovod_rendezvous.hpp's HorovodRendezvous in elastic mode: the whole input written to it
+// over one loopback TCP connection, its answers checked.
+void elastic_http(std::string_view input);
 
 struct Target {
   std::string_view name;  // also the directory name of its corpus, regressions and crashes
@@ -60,7 +63,7 @@ inline constexpr Target kTargets[] = {
     {"frame_decoder", frame_decoder}, {"control_message", control_message}, {"host_list", host_list},
     {"hostfile", hostfile},           {"nic_filter", nic_filter},           {"store_protocol", store_protocol},
     {"slurm_lists", slurm_lists},     {"probe_message", probe_message},     {"rank_text", rank_text},
-    {"horovod_pickle", horovod_pickle},
+    {"horovod_pickle", horovod_pickle}, {"elastic_http", elastic_http},
 };
 
 // libFuzzer's bytes as the string_view the parsers take.
