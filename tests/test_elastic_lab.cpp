@@ -28,6 +28,7 @@
 #include <catch2/catch.hpp>
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -405,6 +406,39 @@ TEST_CASE("Horovod elastic under hvrun: with --reset-limit 0 a killed rank ends 
   CHECK_THAT(r.err, Catch::Contains("--reset-limit 0 reached: the job was reset 0 times already, so it ends here"));
   CHECK_THAT(r.out, !Catch::Contains(total_line(2)));  // it never finished
   CHECK(wait_until_gone(marker, 10s).empty());
+  CHECK(agents_left(agent_pids(r.err), 5s).empty());
+}
+
+TEST_CASE("Horovod elastic under hvrun: failures on every host blacklist them all, and the job ends saying so",
+          "[lab][horovod][elastic]") {
+  HVRUN_SKIP_WITHOUT_ELASTIC_LAB();
+  const ElasticLab t(3, "elastic-all-blacklisted");
+  const Lab& lab = t.lab;
+  const std::string h1 = lab.host(1), h2 = lab.host(2);
+  t.discovery.set_hosts({h1 + ":2", h2 + ":1"});
+  Job job(t.hvrun(3, {}));
+  job.await("2 iterations on 3 ranks", kStepTimeout, [&] { return job.iterations() >= 2; });
+  // Local rank 0 of both hosts dies; host 1's local rank 1 lives and re-initialises. Each host had a
+  // failed worker, so each is blacklisted, and no host is left (Horovod's "all blacklisted" end), though
+  // not every worker failed.
+  std::vector<int> victims;
+  for (int host : {1, 2})
+    for (int pid : marked_on_host(lab, host, t.marker, 10s)) {
+      const auto rank0 = processes_with_marker("HOROVOD_LOCAL_RANK=0");
+      if (std::find(rank0.begin(), rank0.end(), pid) != rank0.end()) victims.push_back(pid);
+    }
+  {
+    INFO(transcript(job.out(), job.err()));
+    REQUIRE(victims.size() == 2);
+  }
+  for (int pid : victims) ::kill(pid, SIGKILL);
+  auto r = job.finish(kJobTimeout);
+  INFO(transcript(r.out, r.err));
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Catch::Contains("elastic: every host of the job is blacklisted"));
+  CHECK(named_lost(r.err, h1));
+  CHECK(named_lost(r.err, h2));
+  CHECK(wait_until_gone(t.marker, 10s).empty());
   CHECK(agents_left(agent_pids(r.err), 5s).empty());
 }
 

@@ -560,6 +560,9 @@ struct ElasticJob::Impl {
           if (const auto it = last_exit.find(f); it != last_exit.end() && exit_code == kExitOk)
             exit_code = failed_rank_exit_code(it->second);
         return stop_all(options.kill_grace);
+      case RoundEnd::Kind::kAllBlacklisted:
+        for (const std::string& h : end.blacklist) blacklist(h);
+        return fail("elastic: " + end.why);
       default:
         return fail("elastic: " + end.why);
     }
