@@ -70,8 +70,6 @@ std::size_t AgentLinks::add(std::string host) {
   return impl_->links.size() - 1;
 }
 
-std::size_t AgentLinks::size() const { return impl_->links.size(); }
-
 void AgentLinks::attach(std::size_t i, UniqueFd fd, const JobMsg& job) {
   Impl::Link& l = impl_->links.at(i);
   UniqueFd wfd(::fcntl(fd.get(), F_DUPFD_CLOEXEC, 3));

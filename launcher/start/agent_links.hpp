@@ -39,7 +39,6 @@ class AgentLinks {
 
   // One more host (an elastic job's newcomer), not attached yet; returns its index.
   std::size_t add(std::string host);
-  std::size_t size() const;
 
   // Starts the conversation with the agent of host i over `fd`: reads its frames, sends `job`, arms
   // the watchdog.
