@@ -35,6 +35,7 @@
 #include <functional>
 #include <optional>
 #include <regex>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -118,8 +119,15 @@ std::string sizes_text(const std::vector<int>& sizes) {
   return s.empty() ? "(no reinitialization line)" : s;
 }
 
+// What the launcher printed; sanitizer reports lead, since CI shows only the start and the end of a long
+// failure message.
 std::string transcript(const std::string& out, const std::string& err) {
-  return "--- the launcher's stdout:\n" + out + "\n--- the launcher's stderr:\n" + err;
+  std::string reports;
+  std::istringstream lines(err);
+  for (std::string l; std::getline(lines, l);)
+    if (l.find("Sanitizer") != std::string::npos || l.find("runtime error:") != std::string::npos) reports += l + "\n";
+  return (reports.empty() ? "" : "--- sanitizer reports in the launcher's stderr:\n" + reports) +
+         "--- the launcher's stdout:\n" + out + "\n--- the launcher's stderr:\n" + err;
 }
 
 // The unchanged Horovod example; shared/ sits beside the checkout (CI) or beside the folder of worktrees.

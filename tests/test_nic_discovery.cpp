@@ -139,3 +139,23 @@ TEST_CASE("nic discovery: nothing after the job stopped probing; the filter's us
   CHECK_THROWS_AS(filtered->start(), hvrun::UsageError);
   CHECK(other.sent.empty());
 }
+
+TEST_CASE("nic discovery: destroyed with its judgement and its deadline still queued, both do nothing",
+          "[nic_discovery]") {
+  // The elastic driver ends each admission round by destroying it, while a judgement the round posted
+  // after a result, or its deadline, may still be queued (the sanitized suite sees any use after that).
+  Job job;
+  auto d = job.discovery();
+  d->start();
+  REQUIRE(job.sent.size() == 2);
+  const auto [from, request] = job.sent.front();
+  const auto& t = request.targets.at(0);
+  d->add(from, hvrun::ProbeResultMsg{t.host, t.iface, t.address, *hvrun::probe_outcome_from_text("ok"), -1, 1, ""},
+         job.hosts[from].name);
+  CHECK(job.decided == 0);  // one of two results: a judgement is posted
+  d.reset();
+  CHECK(job.io.run() == 1);  // the judgement ran, and did nothing
+  job.on_deadline();
+  CHECK(job.decided == 0);
+  CHECK(job.cancels == 0);
+}

@@ -36,6 +36,17 @@ struct NicDiscovery::Impl {
   Clock::time_point started;
   Clock::time_point decided_at;
   milliseconds probe_ms{0};
+  // The owner may destroy this object while a judgement it posted or its deadline is still queued in
+  // the io_context (the elastic driver ends each admission round so); those then do nothing.
+  std::shared_ptr<char> alive = std::make_shared<char>();
+
+  // `f`, run later on the io_context's thread only while this object exists.
+  template <typename F>
+  auto while_alive(F f) {
+    return [life = std::weak_ptr<char>(alive), f = std::move(f)]() mutable {
+      if (!life.expired()) f();
+    };
+  }
 
   void start() {
     ProbeMembers members = probe_members(hosts);
@@ -57,7 +68,7 @@ struct NicDiscovery::Impl {
     const auto requests = probe_requests(*round, probes, hosts, timeout);
     for (std::size_t m = 0; m < requests.size(); ++m)
       if (!requests[m].targets.empty()) hooks.send(round->members()[m], requests[m]);
-    hooks.arm_deadline(timeout + kProbeSlack, [this] { decide(); });
+    hooks.arm_deadline(timeout + kProbeSlack, while_alive([this] { decide(); }));
   }
 
   void add(std::size_t from, const ProbeResultMsg& m, const std::string& peer) {
@@ -65,10 +76,10 @@ struct NicDiscovery::Impl {
     if (!options.check_only && !evaluation_pending) {
       // Results come in bursts; judge once per burst.
       evaluation_pending = true;
-      asio::post(io, [this] {
+      asio::post(io, while_alive([this] {
         evaluation_pending = false;
         if (hooks.probing() && round->decision_is_final()) decide();
-      });
+      }));
     }
   }
 

@@ -43,6 +43,7 @@ class NicDiscovery {
   // `hosts`: the job's, read as they are when each call comes (it must outlive this object).
   NicDiscovery(boost::asio::io_context& io, const LaunchOptions& options, const std::vector<JobHost>& hosts,
                NicFilter filter, Hooks hooks);
+  // May come while a deadline or a judgement of this round is still queued in `io`; those do nothing then.
   ~NicDiscovery();
   NicDiscovery(const NicDiscovery&) = delete;
   NicDiscovery& operator=(const NicDiscovery&) = delete;
