@@ -51,6 +51,7 @@
 #include "agent/wire/job_secret.hpp"
 #include "agent/probe_listener.hpp"
 #include "agent/prober.hpp"
+#include "agent/rendezvous_knock.hpp"
 #include "agent/wire/horovod_rendezvous.hpp"
 #include "agent/store_server.hpp"
 #include "agent/rank_process.hpp"
@@ -114,6 +115,7 @@ struct Agent::Impl {
   int host_index = -1;
   ProbeListener probe_listener;
   std::unique_ptr<Prober> prober;
+  std::unique_ptr<RendezvousKnock> knock;  // the latest KnockMsg's
   std::unique_ptr<StoreServer> store;  // lives as long as the job: the agent exits with it
   std::unique_ptr<HorovodRendezvous> horovod_rendezvous;  // likewise, on rank 0's host
   RankTable ranks;
@@ -206,6 +208,10 @@ struct Agent::Impl {
   void handle(const OutputAckMsg& m) {
     flow.acknowledge(m.bytes);
     resume_readers();
+  }
+
+  void handle(const KnockMsg& m) {
+    knock = std::make_unique<RendezvousKnock>(io, m, [this](KnockResultMsg r) { send(r); });
   }
 
   void handle(const ProbeRequestMsg& m) {

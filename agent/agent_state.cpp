@@ -26,6 +26,9 @@ AgentState::Decision AgentState::on_message(const ControlMessage& msg) {
         } else if constexpr (std::is_same_v<M, ProbeRequestMsg>) {
           if (phase_ == Phase::kAwaitingJob) throw ProtocolError("launcher: probe request before the job message");
           return {};
+        } else if constexpr (std::is_same_v<M, KnockMsg>) {
+          if (phase_ == Phase::kAwaitingJob) throw ProtocolError("launcher: knock request before the job message");
+          return {};
         } else if constexpr (std::is_same_v<M, LaunchMsg>) {
           if (phase_ == Phase::kAwaitingJob) throw ProtocolError("launcher: launch before the job message");
           if (phase_ == Phase::kLaunched && !elastic_) throw ProtocolError("launcher: a second launch request");

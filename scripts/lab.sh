@@ -26,6 +26,11 @@
 #                   replies to connections host I opens pass (conntrack), as behind a host firewall
 #                   that blocks J inbound: I -> J works, J -> I times out.
 #   oneway-clear I  remove host I's oneway rules.
+#   nat I J         host I sees every IPv4 connection host J opens to it come from 100.64.H.L (J as a
+#                   16-bit number: carrier-grade NAT space, no lab host's address), as behind a NAT
+#                   between them (iptables SNAT in I's nat INPUT chain, matched by J's NIC MACs);
+#                   replies go back through conntrack, and connections I opens are untouched.
+#   nat-clear I     remove host I's nat rules.
 #   ssh-stop I / ssh-start I   stop / start host I's sshd (existing sessions are left alone).
 #   hide-libs I FILE...  restart host I's sshd in a mount namespace of its own where each FILE (links
 #                   resolved) reads as empty (/dev/null bound over it): a host without those shared
@@ -907,6 +912,29 @@ cmd_oneway_clear() {
   log "oneway-clear: host $1 accepts everything again"
 }
 
+cmd_nat() {
+  (($# == 2)) || die "usage: lab.sh nat I J"
+  load_state
+  check_index "$1"
+  check_index "$2"
+  [[ $1 != "$2" ]] || die "nat: I and J must differ"
+  local j=$2 kind mac seen rules='*nat'
+  printf -v seen '100.64.%d.%d' $((j >> 8)) $((j & 255))
+  for kind in 1 2 3; do # J's fabric, wlp5s0 and eth9 NICs
+    nic_mac mac "$kind" "$j"
+    rules+=$'\n'"-A INPUT -m mac --mac-source $mac -j SNAT --to-source $seen"
+  done
+  rules+=$'\nCOMMIT'
+  ip netns exec "${HOST[$1]}" iptables-restore --noflush <<<"$rules"
+  log "nat: host $1 sees connections from host $j come from $seen"
+}
+
+cmd_nat_clear() {
+  one_host nat-clear "$@"
+  ip netns exec "${HOST[$1]}" iptables-restore --noflush <<<$'*nat\n-F INPUT\nCOMMIT'
+  log "nat-clear: host $1 sees every host by its own addresses again"
+}
+
 need_sshd() { ((LAB_SSHD)) || die "lab '$LAB_PREFIX' has no sshd (it was made with LAB_SSHD=0)"; }
 
 cmd_ssh_stop() {
@@ -1061,6 +1089,8 @@ main() {
     uncut) cmd_uncut "$@" ;;
     oneway) cmd_oneway "$@" ;;
     oneway-clear) cmd_oneway_clear "$@" ;;
+    nat) cmd_nat "$@" ;;
+    nat-clear) cmd_nat_clear "$@" ;;
     ssh-stop) cmd_ssh_stop "$@" ;;
     ssh-start) cmd_ssh_start "$@" ;;
     rekey) cmd_rekey "$@" ;;

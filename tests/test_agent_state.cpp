@@ -33,6 +33,8 @@ TEST_CASE("agent state: the job comes first, once; then probes, the rendezvous a
                        Catch::Message("launcher: launch before the job message"));
   CHECK_THROWS_MATCHES(s.on_message(hvrun::ProbeRequestMsg{}), ProtocolError,
                        Catch::Message("launcher: probe request before the job message"));
+  CHECK_THROWS_MATCHES(s.on_message(hvrun::KnockMsg{}), ProtocolError,
+                       Catch::Message("launcher: knock request before the job message"));
   CHECK_THROWS_MATCHES(s.on_message(hvrun::HorovodRendezvousMsg{}), ProtocolError,
                        Catch::Message("launcher: Horovod rendezvous request before the job message"));
   CHECK_THROWS_MATCHES(s.on_message(hvrun::FingerprintRequestMsg{}), ProtocolError,
@@ -43,6 +45,7 @@ TEST_CASE("agent state: the job comes first, once; then probes, the rendezvous a
 
   check_nothing(s.on_message(hvrun::JobMsg{}));
   CHECK(s.phase() == Phase::kJobKnown);
+  check_nothing(s.on_message(hvrun::KnockMsg{}));
   CHECK_THROWS_MATCHES(s.on_message(hvrun::JobMsg{}), ProtocolError,
                        Catch::Message("launcher: a second job message"));
   check_nothing(s.on_message(hvrun::SyncCheckMsg{}));
@@ -137,7 +140,7 @@ TEST_CASE("agent state: messages that only the launcher receives are refused", "
                                       ControlMessage{hvrun::ExitedMsg{}}, ControlMessage{hvrun::FatalMsg{}},
                                       ControlMessage{hvrun::HorovodRendezvousReadyMsg{}},
                                       ControlMessage{hvrun::FingerprintMsg{}},
-                                      ControlMessage{hvrun::RestartReadyMsg{}});
+                                      ControlMessage{hvrun::RestartReadyMsg{}}, ControlMessage{hvrun::KnockResultMsg{}});
   AgentState s;
   s.on_message(hvrun::JobMsg{});
   CHECK_THROWS_MATCHES(s.on_message(msg), ProtocolError, Catch::Message("launcher: unexpected control message"));

@@ -33,6 +33,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <regex>
 #include <sstream>
@@ -279,6 +280,15 @@ struct ElasticLab {
   std::vector<std::string> hvrun(int np, std::vector<std::string> extra) const {
     return elastic_hvrun(lab, home, discovery, marker, np, std::move(extra));
   }
+  // hvrun on hosts 1 and 2, one slot each (fast on 2 cores); once they trained 2 iterations, the
+  // discovery script lists host 3 too.
+  std::unique_ptr<Job> two_then_third() const {
+    discovery.set_hosts({host(1) + ":1", host(2) + ":1"});
+    auto job = std::make_unique<Job>(hvrun(2, {}));
+    job->await("2 iterations on the first 2 ranks", kStepTimeout, [&] { return job->iterations() >= 2; });
+    discovery.set_hosts({host(1) + ":1", host(2) + ":1", host(3) + ":1"});
+    return job;
+  }
 };
 
 }  // namespace
@@ -291,13 +301,8 @@ TEST_CASE("Horovod elastic under hvrun: a host added through the discovery scrip
   const Lab& lab = t.lab;
   const std::string h1 = lab.host(1), h2 = lab.host(2), h3 = lab.host(3);
   const std::string& marker = t.marker;
-  const Discovery& discovery = t.discovery;
-  // One slot per host keeps it fast on 2 cores.
-  discovery.set_hosts({h1 + ":1", h2 + ":1"});
-  Job job(t.hvrun(2, {}));
-
-  job.await("2 iterations on the first 2 ranks", kStepTimeout, [&] { return job.iterations() >= 2; });
-  discovery.set_hosts({h1 + ":1", h2 + ":1", h3 + ":1"});
+  const auto started = t.two_then_third();
+  Job& job = *started;
   job.await(h3 + " joined (hvrun) and Horovod's size 3", kStepTimeout, [&] {
     const auto sizes = horovod_sizes(job.out() + job.err());
     return joined_ranks(job.err(), h3) && sizes.size() >= 2 && sizes[1] == 3;
@@ -366,17 +371,14 @@ TEST_CASE("Horovod elastic under hvrun: a newcomer whose NICs no member reaches 
   HVRUN_SKIP_WITHOUT_ELASTIC_LAB();
   const ElasticLab t(4, "elastic-unreachable");
   const Lab& lab = t.lab;
-  const std::string h1 = lab.host(1), h2 = lab.host(2), h3 = lab.host(3);
+  const std::string h3 = lab.host(3);
   const std::string& marker = t.marker;
-  const Discovery& discovery = t.discovery;
-  discovery.set_hosts({h1 + ":1", h2 + ":1"});
   // Host 3 answers SSH (its agent starts) but drops every other connection from hosts 1 and 2: none of its
   // NICs passes the probes.
   REQUIRE(lab.control({"oneway", "3", "1"}) == 0);
   REQUIRE(lab.control({"oneway", "3", "2"}) == 0);
-  Job job(t.hvrun(2, {}));
-  job.await("2 iterations on the first 2 ranks", kStepTimeout, [&] { return job.iterations() >= 2; });
-  discovery.set_hosts({h1 + ":1", h2 + ":1", h3 + ":1"});
+  const auto started = t.two_then_third();
+  Job& job = *started;
   job.await(h3 + " left out", kStepTimeout, [&] { return job.err().find(left_out_line(h3)) != std::string::npos; });
   auto r = job.finish(kJobTimeout);
   lab.control({"oneway-clear", "3"});
@@ -388,6 +390,58 @@ TEST_CASE("Horovod elastic under hvrun: a newcomer whose NICs no member reaches 
   CHECK(horovod_sizes(r.out + r.err).empty());  // the world never changed
   CHECK_THAT(r.out, Catch::Contains(total_line(2)));
   CHECK(wait_until_gone(marker, 5s).empty());
+  CHECK(agents_left(agent_pids(r.err), 5s).empty());
+}
+
+TEST_CASE("Horovod elastic under hvrun: a newcomer behind a NAT (the launcher sees it from another address) is "
+          "admitted by its knock and trains",
+          "[lab][horovod][elastic]") {
+  HVRUN_SKIP_WITHOUT_ELASTIC_LAB();
+  const ElasticLab t(4, "elastic-nat");
+  const Lab& lab = t.lab;
+  const std::string h3 = lab.host(3);
+  // Host 0 (hvrun's) sees host 3's connections come from 100.64.0.3, an address of no host.
+  REQUIRE(lab.control({"nat", "0", "3"}) == 0);
+  const auto started = t.two_then_third();
+  Job& job = *started;
+  job.await(h3 + " joined (hvrun) and Horovod's size 3", kStepTimeout, [&] {
+    const auto sizes = horovod_sizes(job.out() + job.err());
+    return joined_ranks(job.err(), h3) && !sizes.empty() && sizes.back() == 3;
+  });
+  auto r = job.finish(kJobTimeout);
+  lab.control({"nat-clear", "0"});
+  INFO(transcript(r.out, r.err));
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.err, Catch::Contains("admitted " + h3 + ": ") && Catch::Contains(" from 100.64.0.3"));
+  CHECK(horovod_sizes(r.out + r.err) == std::vector<int>{2, 3});
+  CHECK_THAT(r.out, Catch::Contains(total_line(3)));
+  CHECK(wait_until_gone(t.marker, 5s).empty());
+  CHECK(agents_left(agent_pids(r.err), 5s).empty());
+}
+
+TEST_CASE("Horovod elastic under hvrun: a newcomer whose connections to the launcher are dropped is left out, named, "
+          "and the job goes on",
+          "[lab][horovod][elastic]") {
+  HVRUN_SKIP_WITHOUT_ELASTIC_LAB();
+  const ElasticLab t(4, "elastic-no-way-back");
+  const Lab& lab = t.lab;
+  const std::string h3 = lab.host(3);
+  // Host 0 (hvrun's) drops every connection host 3 opens to it; SSH from host 0 to host 3 works, and
+  // host 3 reaches hosts 1 and 2, so it passes its probes: only its knock shows the problem.
+  REQUIRE(lab.control({"oneway", "0", "3"}) == 0);
+  const auto started = t.two_then_third();
+  Job& job = *started;
+  job.await(h3 + " left out", kStepTimeout, [&] { return job.err().find(left_out_line(h3)) != std::string::npos; });
+  auto r = job.finish(kJobTimeout);
+  lab.control({"oneway-clear", "0"});
+  INFO(transcript(r.out, r.err));
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.err, Catch::Contains(left_out_line(h3) + "its workers could not reach hvrun's rendezvous at ") &&
+                        Catch::Contains("no answer within 5 s") && Catch::Contains("the job goes on without it"));
+  CHECK_FALSE(joined_ranks(r.err, h3));
+  CHECK(horovod_sizes(r.out + r.err).empty());
+  CHECK_THAT(r.out, Catch::Contains(total_line(2)));
+  CHECK(wait_until_gone(t.marker, 5s).empty());
   CHECK(agents_left(agent_pids(r.err), 5s).empty());
 }
 

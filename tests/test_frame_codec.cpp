@@ -102,6 +102,15 @@ TEST_CASE("control messages round-trip and reject malformed input", "[wire]") {
   const auto restarted = std::get<RestartReadyMsg>(decode_control(encode_control(RestartReadyMsg{4000, 4001}), "p"));
   CHECK(restarted.free_port == 4000);
   CHECK(restarted.store_port == 4001);
+  const auto knock = std::get<KnockMsg>(decode_control(encode_control(KnockMsg{"10.0.0.1", 4002, "ab12", 5000}), "p"));
+  CHECK(knock.address == "10.0.0.1");
+  CHECK(knock.port == 4002);
+  CHECK(knock.token == "ab12");
+  CHECK(knock.timeout_ms == 5000);
+  const auto knocked = std::get<KnockResultMsg>(decode_control(encode_control(KnockResultMsg{false, 12, "Connection refused"}), "p"));
+  CHECK_FALSE(knocked.ok);
+  CHECK(knocked.elapsed_ms == 12);
+  CHECK(knocked.detail == "Connection refused");
 
   for (const char* bad : {"", "{", "[]", R"({"type":7})", R"({"type":"nope"})", R"({"type":"exited","rank":"x"})",
                           R"({"type":"hello"})"}) {

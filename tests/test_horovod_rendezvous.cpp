@@ -12,8 +12,10 @@
 #include <utility>  // before Asio: docs/DESIGN.md §8
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 
+#include "agent/rendezvous_knock.hpp"
 #include "agent/wire/horovod_rendezvous.hpp"
 #include "agent/wire/error.hpp"
 #include "launcher/elastic/worker_notifier.hpp"
@@ -394,4 +396,101 @@ TEST_CASE("horovod rendezvous, elastic: Horovod's own worker registers its notif
   INFO(r.out << r.err);
   CHECK(r.exit_code == 0);
   CHECK_THAT(r.out, Catch::Contains("updated 1764700001 3 HostUpdateResult"));
+}
+
+TEST_CASE("horovod rendezvous: a knock with an expected token lets its source in, once; strangers learn nothing",
+          "[horovod_rendezvous]") {
+  ServedRendezvous served({"192.0.2.7"});  // this test's 127.0.0.1 is a stranger
+  const std::string token = HorovodRendezvous::new_knock_token();
+  CHECK(token.size() == HorovodRendezvous::kKnockTokenSize);
+  CHECK(token != HorovodRendezvous::new_knock_token());
+  auto knocked_from = std::make_shared<std::vector<std::string>>();
+  served.on_io([&](HorovodRendezvous& s) {
+    s.expect_knock(token, [knocked_from](const std::string& a) { knocked_from->push_back(a); });
+    return 0;
+  });
+  CHECK_THROWS_WITH(served.on_io([](HorovodRendezvous& s) {
+                      s.expect_knock("abc", [](const std::string&) {});
+                      return 0;
+                    }),
+                    Catch::Contains("64 characters"));
+
+  // While a knock is expected, a stranger is read for one knock and nothing else.
+  for (const std::string& bytes :
+       {request("GET", "/global/x"), request("PUT", "/hvrun/knock", std::string(64, '0')),
+        request("PUT", "/hvrun/knock", token + "0"), request("GET", "/hvrun/knock", token),
+        "PUT /hvrun/knock HTTP/1.1\r\nX: " + std::string(600, 'x') + "\r\n\r\n"}) {
+    INFO(bytes.substr(0, 40));
+    Connection c(served.port());
+    c.send(bytes);
+    CHECK(c.closed());
+    CHECK(c.received().empty());
+  }
+  CHECK(knocked_from->empty());
+
+  const std::string ok = round_trip(served.port(), request("PUT", "/hvrun/knock", token));
+  CHECK(status_line(ok) == "HTTP/1.1 200 OK");
+  CHECK(*knocked_from == std::vector<std::string>{"127.0.0.1"});
+  // Its source is in from now on; the token is spent.
+  CHECK(status_line(round_trip(served.port(), request("GET", "/global/x"))) == "HTTP/1.1 404 Not Found");
+  CHECK(status_line(round_trip(served.port(), request("PUT", "/hvrun/knock", token))) == "HTTP/1.1 403 Forbidden");
+  CHECK(knocked_from->size() == 1);
+
+  // A forgotten token is refused like any other.
+  const std::string forgotten = HorovodRendezvous::new_knock_token();
+  served.on_io([&](HorovodRendezvous& s) {
+    s.expect_knock(forgotten, [knocked_from](const std::string& a) { knocked_from->push_back(a); });
+    s.forget_knock(forgotten);
+    return 0;
+  });
+  CHECK(status_line(round_trip(served.port(), request("PUT", "/hvrun/knock", forgotten))) == "HTTP/1.1 403 Forbidden");
+  CHECK(knocked_from->size() == 1);
+}
+
+TEST_CASE("rendezvous knock (agent): 200 is ok; a spent token, nobody listening, a silent listener are named",
+          "[horovod_rendezvous]") {
+  ServedRendezvous served({"192.0.2.7"});
+  const std::string token = HorovodRendezvous::new_knock_token();
+  served.on_io([&](HorovodRendezvous& s) {
+    s.expect_knock(token, [](const std::string&) {});
+    return 0;
+  });
+  auto knock = [](std::uint16_t port, const std::string& t, int timeout_ms) {
+    boost::asio::io_context io;
+    std::optional<KnockResultMsg> result;
+    RendezvousKnock k(io, KnockMsg{"127.0.0.1", port, t, timeout_ms}, [&](KnockResultMsg r) { result = r; });
+    io.run();
+    REQUIRE(result);
+    return *result;
+  };
+  const KnockResultMsg ok = knock(served.port(), token, 5000);
+  CHECK(ok.ok);
+  CHECK(ok.detail.empty());
+  const KnockResultMsg spent = knock(served.port(), token, 5000);  // 127.0.0.1 is allowed now
+  CHECK_FALSE(spent.ok);
+  CHECK(spent.detail == "answered 403");
+
+  const std::string other = HorovodRendezvous::new_knock_token();
+  ServedRendezvous stranger_side({"192.0.2.7"});
+  stranger_side.on_io([&](HorovodRendezvous& s) {
+    s.expect_knock(other, [](const std::string&) {});
+    return 0;
+  });
+  const KnockResultMsg wrong = knock(stranger_side.port(), token, 5000);
+  CHECK_FALSE(wrong.ok);
+  CHECK_THAT(wrong.detail, Catch::Contains("closed unanswered"));
+
+  // A listener that accepts and never answers: the knock's one deadline.
+  boost::asio::io_context io;
+  boost::asio::ip::tcp::acceptor silent(io, {boost::asio::ip::make_address_v4("127.0.0.1"), 0});
+  const std::uint16_t silent_port = silent.local_endpoint().port();
+  const auto t0 = Clock::now();
+  const KnockResultMsg timed_out = knock(silent_port, token, 300);
+  CHECK_FALSE(timed_out.ok);
+  CHECK_THAT(timed_out.detail, Catch::Contains("no answer within"));
+  CHECK(Clock::now() - t0 < 5s);
+  silent.close();
+  const KnockResultMsg nobody = knock(silent_port, token, 5000);
+  CHECK_FALSE(nobody.ok);
+  CHECK_THAT(nobody.detail, Catch::Contains("refused"));
 }

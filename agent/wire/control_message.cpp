@@ -88,6 +88,8 @@ void from_json(const nlohmann::json& j, JobMsg& m) {
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ReadyMsg, store_port)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(HorovodRendezvousMsg, address, allowed_peers)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(HorovodRendezvousReadyMsg, port)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(KnockMsg, address, port, token, timeout_ms)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(KnockResultMsg, ok, elapsed_ms, detail)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ProbeAddress, host, iface, address, port)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ProbeRequestMsg, targets, timeout_ms)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ProbeResultMsg, host, iface, address, outcome, answered_as, elapsed_ms, detail)
@@ -128,6 +130,8 @@ HVRUN_MESSAGE_NAME(SyncCheckMsg, "sync_check")
 HVRUN_MESSAGE_NAME(SyncNeedMsg, "sync_need")
 HVRUN_MESSAGE_NAME(RestartMsg, "restart")
 HVRUN_MESSAGE_NAME(RestartReadyMsg, "restart_ready")
+HVRUN_MESSAGE_NAME(KnockMsg, "knock")
+HVRUN_MESSAGE_NAME(KnockResultMsg, "knock_result")
 #undef HVRUN_MESSAGE_NAME
 
 // A JSON value that is not a number, or a number an int holds exactly.

@@ -16,7 +16,7 @@ namespace hvrun {
 // Raised whenever a control message changes (a field added, removed or changing meaning). HelloMsg
 // carries it and the launcher refuses an agent of another one, so neither side misreads the other.
 // An agent whose hello lacks it speaks version 1.
-inline constexpr int kControlVersion = 6;
+inline constexpr int kControlVersion = 7;
 
 // launcher → agent, first message: the job's secret and how often each side must hear the other.
 // Either side that hears nothing for heartbeat_ms decides the other is gone.
@@ -47,6 +47,25 @@ struct HorovodRendezvousMsg {
 // sends FatalMsg instead.
 struct HorovodRendezvousReadyMsg {
   int port = 0;
+};
+
+// launcher → agent of an elastic job's newcomer, before its admission: reach hvrun's rendezvous at
+// address:port and present `token` (HorovodRendezvous::expect_knock), within timeout_ms. The
+// rendezvous learns the source address this host's connections arrive from (a NAT between them
+// rewrites it), and the launcher that this host's workers can reach it at all.
+struct KnockMsg {
+  std::string address;
+  int port = 0;
+  std::string token;  // HorovodRendezvous::kKnockTokenSize hex characters; never logged
+  int timeout_ms = 0;
+};
+
+// agent → launcher, answer to KnockMsg: `ok` once the rendezvous answered 200, else `detail` says
+// what went wrong ("Connection refused", "no answer within 5 s", "answered 403").
+struct KnockResultMsg {
+  bool ok = false;
+  int elapsed_ms = 0;
+  std::string detail;
 };
 
 // An address of another host for this agent to probe.
@@ -240,7 +259,7 @@ inline constexpr std::size_t kOutputWindow = 1u << 20;
 using ControlMessage =
     std::variant<JobMsg, ReadyMsg, HeartbeatMsg, HelloMsg, ProbeRequestMsg, ProbeResultMsg, LaunchMsg, StartedMsg, ExitedMsg, FatalMsg, TerminateMsg, ShutdownMsg, OutputAckMsg,
                  HorovodRendezvousMsg, HorovodRendezvousReadyMsg, StacksRequestMsg, StacksMsg, FingerprintRequestMsg,
-                 FingerprintMsg, SyncCheckMsg, SyncNeedMsg, RestartMsg, RestartReadyMsg>;
+                 FingerprintMsg, SyncCheckMsg, SyncNeedMsg, RestartMsg, RestartReadyMsg, KnockMsg, KnockResultMsg>;
 
 std::string encode_control(const ControlMessage& msg);
 // Throws ProtocolError naming `peer` for malformed JSON, an unknown type or missing/mistyped fields

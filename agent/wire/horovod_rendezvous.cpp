@@ -9,15 +9,18 @@
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
+#include <openssl/crypto.h>
+
 #include <charconv>
 #include <optional>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include "agent/wire/error.hpp"
-#include "agent/wire/tcp_listener.hpp"
-#include <vector>
+#include "agent/wire/job_secret.hpp"
 #include "agent/wire/log.hpp"
+#include "agent/wire/tcp_listener.hpp"
 
 namespace hvrun {
 
@@ -34,6 +37,10 @@ constexpr std::size_t kLoggedRefusals = 10;
 // Beyond the header, what the read buffer may hold: Beast moves body bytes through it in reads of at
 // most 64 KiB.
 constexpr std::size_t kReadSlack = 128 * 1024;
+constexpr std::string_view kKnockTarget = "/hvrun/knock";
+// What a connection from an address not allowed may send: a knock's request line, a few headers, the token.
+constexpr std::size_t kKnockMaxHeader = 512;
+constexpr std::size_t kKnockMaxBody = HorovodRendezvous::kKnockTokenSize;
 
 class HttpSession;
 
@@ -50,11 +57,17 @@ struct HorovodRendezvousState : std::enable_shared_from_this<HorovodRendezvousSt
   std::unordered_map<std::string, std::string> data;
   std::size_t total = 0;  // sum of the sizes of data's keys and values
   std::unordered_set<std::shared_ptr<HttpSession>> sessions;
+  std::vector<std::pair<std::string, std::function<void(const std::string&)>>> knocks;  // expect_knock
   std::size_t refused = 0;
   bool closed = false;
 
   void accept(tcp::socket socket);
-  bool admit(const tcp::endpoint& peer);
+  // Whether `peer` is answered: fully (allowed), for a knock only, or not at all.
+  enum class Admission { kRefused, kKnockOnly, kFull };
+  Admission admit(const tcp::endpoint& peer);
+  // The knock callback of `token` (spent), or nothing when no expected token matches; every expected
+  // token is compared in constant time.
+  std::function<void(const std::string&)> take_knock(std::string_view token);
   void refuse(const std::string& peer, const std::string& why);
   void erase(const std::string& key);
 };
@@ -63,11 +76,14 @@ namespace {
 
 class HttpSession : public std::enable_shared_from_this<HttpSession> {
  public:
-  HttpSession(std::shared_ptr<HorovodRendezvousState> server, tcp::socket socket, std::string peer)
+  HttpSession(std::shared_ptr<HorovodRendezvousState> server, tcp::socket socket, std::string peer,
+              std::string peer_address, bool knock_only)
       : server_(std::move(server)),
         stream_(std::move(socket)),
-        buffer_(server_->options.limits.max_header + kReadSlack),
-        peer_(std::move(peer)) {}
+        buffer_(knock_only ? kKnockMaxHeader + kKnockMaxBody : server_->options.limits.max_header + kReadSlack),
+        peer_(std::move(peer)),
+        peer_address_(std::move(peer_address)),
+        knock_only_(knock_only) {}
 
   void start() { read(); }
 
@@ -87,12 +103,13 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
 
   void read() {
     parser_.emplace();
-    parser_->header_limit(static_cast<std::uint32_t>(limits().max_header));
-    parser_->body_limit(limits().max_value);
+    parser_->header_limit(static_cast<std::uint32_t>(knock_only_ ? kKnockMaxHeader : limits().max_header));
+    parser_->body_limit(knock_only_ ? kKnockMaxBody : limits().max_value);
     stream_.expires_after(limits().request_timeout);
     http::async_read(stream_, buffer_, *parser_, [self = shared_from_this()](auto ec, std::size_t) {
       if (self->closed_) return;
       if (ec == http::error::end_of_stream) return self->close("closed by the client");
+      if (ec && self->knock_only_) return self->close("not a knock: " + ec.message());
       if (ec == http::error::header_limit)
         return self->refuse_request(http::status::request_header_fields_too_large,
                                     "request header over " + std::to_string(self->limits().max_header) + " bytes");
@@ -112,6 +129,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void handle(http::request<http::string_body>&& req) {
     const bool keep_alive = req.keep_alive();
     const std::string key(req.target());
+    if (req.method() == http::verb::put && key == kKnockTarget) return handle_knock(req);
+    if (knock_only_) return close("not a knock: " + std::string(req.method_string()) + " " + key);
     if (key.empty() || key.front() != '/') return respond(http::status::bad_request, req.version(), false, {});
     if (server_->options.elastic && handle_elastic(req, key, keep_alive)) return;
     auto& data = server_->data;
@@ -186,6 +205,21 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     return true;
   }
 
+  // PUT /hvrun/knock: a token expected is answered 200 and spent; from a stranger anything else ends
+  // the connection unanswered, from an allowed peer it is answered 403.
+  void handle_knock(const http::request<http::string_body>& req) {
+    auto knocked = server_->take_knock(req.body());
+    if (!knocked) {
+      if (knock_only_) return close("a knock with a token not expected");
+      return refuse_request(http::status::forbidden, "a knock with a token not expected");
+    }
+    server_->options.allowed_peers.insert(peer_address_);
+    knock_only_ = false;
+    log_of(LogSubsys::kRendezvous).debug("horovod rendezvous: a knock from {}", peer_);
+    knocked(peer_address_);
+    respond(http::status::ok, req.version(), false, {});
+  }
+
   // A request the bounds refuse: the answer says why (Horovod's client retries, then aborts the rank
   // naming the status), the agent's log says who, and the connection ends.
   void refuse_request(http::status status, const std::string& why) {
@@ -215,6 +249,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   std::optional<http::request_parser<http::string_body>> parser_;
   http::response<http::string_body> response_;
   std::string peer_;
+  std::string peer_address_;  // its IPv4 address alone
+  bool knock_only_;           // a peer not allowed, while a knock is expected
   bool closed_ = false;
 };
 
@@ -223,8 +259,10 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
 void HorovodRendezvousState::accept(tcp::socket socket) {
   boost::system::error_code peer_ec;
   const auto remote = socket.remote_endpoint(peer_ec);
-  if (!peer_ec && admit(remote)) {
-    auto session = std::make_shared<HttpSession>(shared_from_this(), std::move(socket), endpoint_text(remote));
+  const Admission admission = peer_ec ? Admission::kRefused : admit(remote);
+  if (admission != Admission::kRefused) {
+    auto session = std::make_shared<HttpSession>(shared_from_this(), std::move(socket), endpoint_text(remote),
+                                                 remote.address().to_string(), admission == Admission::kKnockOnly);
     sessions.insert(session);
     session->start();
   } else {
@@ -233,17 +271,30 @@ void HorovodRendezvousState::accept(tcp::socket socket) {
   }
 }
 
-bool HorovodRendezvousState::admit(const tcp::endpoint& peer) {
+HorovodRendezvousState::Admission HorovodRendezvousState::admit(const tcp::endpoint& peer) {
   const std::string address = peer.address().to_string();
-  if (!options.allowed_peers.contains(address)) {
+  const bool allowed = options.allowed_peers.contains(address);
+  if (!allowed && knocks.empty()) {
     refuse(endpoint_text(peer), "not an address of the job's hosts");
-    return false;
+    return Admission::kRefused;
   }
   if (sessions.size() >= options.limits.max_connections) {
     refuse(endpoint_text(peer), std::to_string(sessions.size()) + " connections already open (the bound)");
-    return false;
+    return Admission::kRefused;
   }
-  return true;
+  return allowed ? Admission::kFull : Admission::kKnockOnly;
+}
+
+std::function<void(const std::string&)> HorovodRendezvousState::take_knock(std::string_view token) {
+  std::function<void(const std::string&)> found;
+  std::size_t at = knocks.size();
+  if (token.size() != HorovodRendezvous::kKnockTokenSize) return found;
+  for (std::size_t i = 0; i < knocks.size(); ++i)
+    if (CRYPTO_memcmp(knocks[i].first.data(), token.data(), token.size()) == 0) at = i;
+  if (at == knocks.size()) return found;
+  found = std::move(knocks[at].second);
+  knocks.erase(knocks.begin() + static_cast<std::ptrdiff_t>(at));
+  return found;
 }
 
 void HorovodRendezvousState::refuse(const std::string& peer, const std::string& why) {
@@ -302,7 +353,17 @@ std::uint16_t HorovodRendezvous::listen_also(asio::io_context& io, const std::st
   return listener->port();
 }
 
-void HorovodRendezvous::allow(const std::string& peer) { state_->options.allowed_peers.insert(peer); }
+std::string HorovodRendezvous::new_knock_token() { return hex_encode(random_bytes(kKnockTokenSize / 2)); }
+
+void HorovodRendezvous::expect_knock(const std::string& token, std::function<void(const std::string&)> knocked) {
+  if (token.size() != kKnockTokenSize)
+    throw Error("horovod rendezvous: a knock token must be " + std::to_string(kKnockTokenSize) + " characters");
+  state_->knocks.emplace_back(token, std::move(knocked));
+}
+
+void HorovodRendezvous::forget_knock(const std::string& token) {
+  std::erase_if(state_->knocks, [&](const auto& k) { return k.first == token; });
+}
 
 HorovodRendezvous::~HorovodRendezvous() { close(); }
 
@@ -322,6 +383,7 @@ void HorovodRendezvous::close() {
   auto sessions = state_->sessions;
   for (const auto& s : sessions) s->close("rendezvous closed");
   state_->sessions.clear();
+  state_->knocks.clear();
   state_->data.clear();
   state_->total = 0;
 }

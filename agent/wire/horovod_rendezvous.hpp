@@ -11,6 +11,14 @@
 // `allowed_peers` (the job's hosts' addresses; others are closed unanswered), and bounded memory: the
 // request header, each value, the number of keys, their total size, the number of open connections, and
 // how long a connection may take to send its request.
+//
+// Knocks (an elastic job's rendezvous, served by the launcher): a joining host's agent, given a one-time
+// token over its SSH channel (KnockMsg), sends `PUT /hvrun/knock` with the token as the body. The
+// request that carries a token expected (expect_knock) is answered 200, the token is spent, and its
+// source address is allowed from then on: a host behind a NAT is admitted by the address its traffic
+// really arrives from, and only by proving it holds the token. While a knock is expected, a
+// connection from an address not allowed is read for that one request (header and body bounded to a
+// few hundred bytes) and closed unanswered for anything else.
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -75,8 +83,15 @@ class HorovodRendezvous {
   // the launcher, is reached at a different address of the launcher from each host. The port is
   // port() where that is free there, else another (returned). Throws Error as the constructor does.
   std::uint16_t listen_also(boost::asio::io_context& io, const std::string& address);
-  // Answers connections from `peer` (an IPv4 address) too: a host that joined an elastic job.
-  void allow(const std::string& peer);
+
+  // A fresh knock token: kKnockTokenSize lowercase hex characters of random bytes.
+  static constexpr std::size_t kKnockTokenSize = 64;
+  static std::string new_knock_token();
+  // The first knock carrying `token` runs `knocked` with its source address (already allowed then), on
+  // the io thread, and spends the token. Throws Error for a token of another size.
+  void expect_knock(const std::string& token, std::function<void(const std::string& address)> knocked);
+  // The knock will not come (its host was refused or lost); a later one with `token` is refused.
+  void forget_knock(const std::string& token);
   // Forgets every key of every scope, as Horovod's server does on each new assignment (init), so that
   // no worker of the new world reads a value of the old one. Held rank_and_size requests stay held.
   void clear_keys();

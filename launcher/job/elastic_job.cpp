@@ -63,6 +63,9 @@ constexpr milliseconds kLateGrace{2000};
 // than this in its life fails rather than growing the output tables without bound.
 constexpr int kMaxWorkers = 4096;
 constexpr const char* kUnassigned = "-1,-1,-1,-1,-1,-1";
+// A newcomer's agent has this long to reach the rendezvous (KnockMsg): a connect and one small
+// request, which a host that passed its probes does in milliseconds unless something drops them.
+constexpr milliseconds kKnockTimeout{5000};
 
 using SlotKey = std::pair<std::string, int>;  // (host as discovered, local rank)
 
@@ -94,6 +97,9 @@ struct ElasticJob::Impl {
     bool admitted = false;
     bool refused = false;  // no agent, or no NIC reaching the others: never used
     bool lost = false;     // its agent went away: never used again
+    bool knocking = false;  // probed, its agent knocking on the rendezvous (knock())
+    std::string knock_token;
+    std::string knocked_from;  // the knock's source address, as the rendezvous saw it
     std::optional<NicChoice> nic;
     std::string rendezvous_addr;
     int rendezvous_port = 0;
@@ -275,7 +281,7 @@ struct ElasticJob::Impl {
     for (std::size_t i = 0; i < hosts.size(); ++i) {
       if (hosts[i].connecting || (!hosts[i].ready && !members[i].refused && !members[i].lost && !hosts[i].connect_error))
         return;  // still starting
-      if (hosts[i].ready && !members[i].admitted) newcomers.push_back(i);
+      if (hosts[i].ready && !members[i].admitted && !members[i].knocking) newcomers.push_back(i);
     }
     if (newcomers.empty()) return;
     probed = newcomers;
@@ -303,7 +309,6 @@ struct ElasticJob::Impl {
 
   void on_probed() {
     if (!probing) return;
-    std::vector<std::string> admitted;
     for (std::size_t i : probed) {
       if (!hosts[i].ready) continue;  // lost meanwhile
       const auto choice = probing->choice_of(i);
@@ -313,33 +318,27 @@ struct ElasticJob::Impl {
         continue;
       }
       try {
-        admit(i, *choice);
-        admitted.push_back(hosts[i].name);
+        knock(i, *choice);
       } catch (const Error& e) {
         refuse(i, e.what());
       }
     }
     probing.reset();
-    if (!admitted.empty()) {
-      log_of(LogSubsys::kStart).info("admitted {}", fold_names(admitted));
-      host_set_changed(HorovodHostUpdate::kAdded);
-    }
     maybe_probe();  // hosts that came up during the round
   }
 
-  // hosts[i] passed its probes: its NIC is fixed for the rest of the job, and the rendezvous listens
-  // where its workers reach the launcher (the address its sshd saw hvrun come from).
-  void admit(std::size_t i, const NicChoice& nic) {
+  // hosts[i] passed its probes: its NIC is fixed for the rest of the job. The rendezvous listens where
+  // its workers reach the launcher (the address its sshd saw hvrun come from), and its agent knocks
+  // there with a one-time token: the knock proves that the workers will get through, and shows the
+  // source address their connections arrive from, which a NAT on the way rewrites. The rendezvous
+  // answers only addresses knocked from (and loopback). Admission follows the knock's result.
+  void knock(std::size_t i, const NicChoice& nic) {
     JobHost& h = hosts[i];
     std::string addr = h.is_local ? "127.0.0.1" : h.hello->ssh_client_address;
     if (addr.empty())
       throw Error("hvrun does not know its own address as " + h.name +
                   " sees it (no SSH_CONNECTION there: --rsh-agent?), so its workers could not reach the rendezvous");
-    std::set<std::string> peers{"127.0.0.1"};
-    for (const InterfaceInfo& f : h.hello->interfaces)
-      for (const auto& a : f.addresses)
-        if (a.find(':') == std::string::npos) peers.insert(a);
-    if (!h.hello->ssh_server_address.empty()) peers.insert(h.hello->ssh_server_address);
+    Member& m = members[i];
     if (!rendezvous) {
       HorovodElasticHooks hooks{
           .rank_and_size = [this](const std::string& host, int lr,
@@ -347,18 +346,38 @@ struct ElasticJob::Impl {
           .worker_addresses = [this](const std::string& host, int lr,
                                      HorovodWorkerAddresses a) { notification_addresses[{host, lr}] = std::move(a); }};
       rendezvous = std::make_unique<HorovodRendezvous>(
-          io, HorovodRendezvousOptions{addr, 0, peers, {}, std::move(hooks)});
-      members[i].rendezvous_port = rendezvous->port();
+          io, HorovodRendezvousOptions{addr, 0, {"127.0.0.1"}, {}, std::move(hooks)});
+      m.rendezvous_port = rendezvous->port();
     } else {
-      for (const auto& p : peers) rendezvous->allow(p);
-      members[i].rendezvous_port = rendezvous->listen_also(io, addr);
+      m.rendezvous_port = rendezvous->listen_also(io, addr);
     }
-    members[i].rendezvous_addr = addr;
-    members[i].nic = nic;
-    members[i].admitted = true;
-    log_of(LogSubsys::kRendezvous)
-        .info("{} uses {} {}; its workers reach the rendezvous at {}:{}", h.name, nic.iface, nic.address, addr,
-              members[i].rendezvous_port);
+    m.rendezvous_addr = addr;
+    m.nic = nic;
+    m.knocking = true;
+    m.knocked_from.clear();
+    m.knock_token = HorovodRendezvous::new_knock_token();
+    rendezvous->expect_knock(m.knock_token, [this, i](const std::string& from) { members[i].knocked_from = from; });
+    links->send(i, KnockMsg{addr, m.rendezvous_port, m.knock_token, static_cast<int>(kKnockTimeout.count())});
+  }
+
+  void handle(std::size_t i, KnockResultMsg r) {
+    Member& m = members[i];
+    if (!m.knocking) throw ProtocolError(links->peer(i) + ": a knock result out of turn");
+    m.knocking = false;
+    rendezvous->forget_knock(m.knock_token);
+    if (stopping) return;
+    const std::string where = m.rendezvous_addr + ":" + std::to_string(m.rendezvous_port);
+    if (!r.ok || m.knocked_from.empty()) {
+      m.nic.reset();
+      return refuse(i, "its workers could not reach hvrun's rendezvous at " + where + " (" +
+                           (r.ok ? std::string("the knock did not arrive") : r.detail) + "): let " + hosts[i].name +
+                           " connect to this machine's " + m.rendezvous_addr + " (a firewall here, or no route back)");
+    }
+    m.admitted = true;
+    log_of(LogSubsys::kStart)
+        .info("admitted {}: it uses {} {}; its workers reach the rendezvous at {} from {}", hosts[i].name, m.nic->iface,
+              m.nic->address, where, m.knocked_from);
+    host_set_changed(HorovodHostUpdate::kAdded);
   }
 
   bool usable(const std::string& host) const {
@@ -425,7 +444,8 @@ struct ElasticJob::Impl {
     const auto hs = usable_hosts();
     if (slot_count(hs) < options.np) return;
     // Hosts still starting or being probed join first, unless the job is full without them.
-    const bool busy = probing || std::any_of(hosts.begin(), hosts.end(), [](const JobHost& h) { return h.connecting; });
+    const bool busy = probing || std::any_of(hosts.begin(), hosts.end(), [](const JobHost& h) { return h.connecting; }) ||
+                      std::any_of(members.begin(), members.end(), [](const Member& m) { return m.knocking; });
     if (busy && !(el.max_np && slot_count(hs) >= *el.max_np)) return;
     started = true;
     slots_timer.cancel();
@@ -722,6 +742,10 @@ struct ElasticJob::Impl {
     const bool was_ready = h.ready.has_value();
     h.ready.reset();
     members[i].lost = true;
+    if (members[i].knocking) {
+      members[i].knocking = false;
+      rendezvous->forget_knock(members[i].knock_token);
+    }
     std::vector<SlotKey> gone;
     for (std::size_t id = 0; id < workers.size(); ++id)
       if (workers[id].host == i && workers[id].running) {
