@@ -926,12 +926,16 @@ cmd_nat() {
   done
   rules+=$'\nCOMMIT'
   ip netns exec "${HOST[$1]}" iptables-restore --noflush <<<"$rules"
+  # Replies are routed before conntrack gives them J's real address back: I needs a route for the
+  # translated addresses (any; the real one is looked up again after the rewrite).
+  ip -n "${HOST[$1]}" route replace 100.64.0.0/10 dev "${FIF[$1]}"
   log "nat: host $1 sees connections from host $j come from $seen"
 }
 
 cmd_nat_clear() {
   one_host nat-clear "$@"
   ip netns exec "${HOST[$1]}" iptables-restore --noflush <<<$'*nat\n-F INPUT\nCOMMIT'
+  ip -n "${HOST[$1]}" route del 100.64.0.0/10 2>/dev/null || true
   log "nat-clear: host $1 sees every host by its own addresses again"
 }
 
