@@ -447,6 +447,46 @@ TEST_CASE("horovod rendezvous: a knock with an expected token lets its source in
   CHECK(knocked_from->size() == 1);
 }
 
+TEST_CASE("horovod rendezvous: strangers that may only knock have their own small bound and a short deadline",
+          "[horovod_rendezvous]") {
+  ServedRendezvous served({"192.0.2.7"});  // this test's 127.0.0.1 is a stranger
+  const std::string token = HorovodRendezvous::new_knock_token();
+  auto knocked = std::make_shared<int>(0);
+  served.on_io([&](HorovodRendezvous& s) {
+    s.expect_knock(token, [knocked](const std::string&) { ++*knocked; });
+    return 0;
+  });
+  const auto count = [&] { return served.on_io([](HorovodRendezvous& s) { return s.connection_count(); }); };
+
+  // 64 silent strangers are held (far below the 4096 the workers' connections may use); the next is
+  // closed unanswered at once, so that strangers can never crowd the workers out.
+  std::vector<std::unique_ptr<Connection>> silent;
+  for (int i = 0; i < 64; ++i) silent.push_back(std::make_unique<Connection>(served.port()));
+  const auto until = Clock::now() + 5s;
+  while (count() < 64 && Clock::now() < until) std::this_thread::sleep_for(5ms);
+  REQUIRE(count() == 64);
+  const auto refused_before = served.on_io([](HorovodRendezvous& s) { return s.refused_count(); });
+  Connection over(served.port());
+  over.send(request("PUT", "/hvrun/knock", token));
+  CHECK(over.closed());
+  CHECK(over.received().empty());
+  CHECK(served.on_io([](HorovodRendezvous& s) { return s.refused_count(); }) == refused_before + 1);
+  CHECK(*knocked == 0);
+
+  // A silent stranger is let go after about 2 s, not the 10 s a worker's request may take.
+  const auto start = Clock::now();
+  CHECK(silent.front()->closed());
+  CHECK(Clock::now() - start < 6s);
+  silent.clear();
+  const auto drained = Clock::now() + 5s;
+  while (count() > 0 && Clock::now() < drained) std::this_thread::sleep_for(5ms);
+  CHECK(count() == 0);
+
+  // With the strangers gone, the knock is answered.
+  CHECK(status_line(round_trip(served.port(), request("PUT", "/hvrun/knock", token))) == "HTTP/1.1 200 OK");
+  CHECK(*knocked == 1);
+}
+
 TEST_CASE("rendezvous knock (agent): 200 is ok; a spent token, nobody listening, a silent listener are named",
           "[horovod_rendezvous]") {
   ServedRendezvous served({"192.0.2.7"});

@@ -26,11 +26,14 @@ TEST_CASE("rank exits: hosts own their ranks, each exit counts once, a lost host
   CHECK_FALSE(e.record(3));
   CHECK(e.exited() == 1);
   CHECK(e.running() == 4);
+  CHECK(e.hosts_running() == std::vector<std::size_t>{0, 1});
   e.mark_host_exited(1);  // rank 3 already counted
   CHECK(e.exited() == 3);
   CHECK_FALSE(e.all_exited());
+  CHECK(e.hosts_running() == std::vector<std::size_t>{0});
   e.mark_host_exited(0);
   CHECK(e.all_exited());
+  CHECK(e.hosts_running().empty());
   e.mark_host_exited(0);
   CHECK(e.exited() == 5);
 }

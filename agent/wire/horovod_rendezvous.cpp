@@ -41,6 +41,11 @@ constexpr std::string_view kKnockTarget = "/hvrun/knock";
 // What a connection from an address not allowed may send: a knock's request line, a few headers, the token.
 constexpr std::size_t kKnockMaxHeader = 512;
 constexpr std::size_t kKnockMaxBody = HorovodRendezvous::kKnockTokenSize;
+// Strangers' connections have their own small bound and a short deadline: whoever can reach the port
+// while a knock is expected must not crowd out the workers, whose connections the main bound counts.
+// An agent's knock is one small request sent as soon as it connects.
+constexpr std::size_t kKnockMaxStrangers = 64;
+constexpr std::chrono::milliseconds kKnockRequestTimeout{2000};
 
 class HttpSession;
 
@@ -58,6 +63,7 @@ struct HorovodRendezvousState : std::enable_shared_from_this<HorovodRendezvousSt
   std::size_t total = 0;  // sum of the sizes of data's keys and values
   std::unordered_set<std::shared_ptr<HttpSession>> sessions;
   std::vector<std::pair<std::string, std::function<void(const std::string&)>>> knocks;  // expect_knock
+  std::size_t strangers = 0;  // sessions that may only knock
   std::size_t refused = 0;
   bool closed = false;
 
@@ -83,7 +89,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
         buffer_(knock_only ? kKnockMaxHeader + kKnockMaxBody : server_->options.limits.max_header + kReadSlack),
         peer_(std::move(peer)),
         peer_address_(std::move(peer_address)),
-        knock_only_(knock_only) {}
+        knock_only_(knock_only) {
+    if (knock_only_) ++server_->strangers;
+  }
 
   void start() { read(); }
 
@@ -94,18 +102,27 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     boost::system::error_code ignored;
     stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
     stream_.close();
+    no_longer_stranger();
     // Last: this may drop the server's reference to us; handlers in flight hold their own.
     server_->sessions.erase(shared_from_this());
   }
 
  private:
   const HorovodRendezvousLimits& limits() const { return server_->options.limits; }
+  std::chrono::milliseconds request_timeout() const {
+    return knock_only_ ? std::min(kKnockRequestTimeout, limits().request_timeout) : limits().request_timeout;
+  }
+  void no_longer_stranger() {
+    if (!knock_only_) return;
+    knock_only_ = false;
+    --server_->strangers;
+  }
 
   void read() {
     parser_.emplace();
     parser_->header_limit(static_cast<std::uint32_t>(knock_only_ ? kKnockMaxHeader : limits().max_header));
     parser_->body_limit(knock_only_ ? kKnockMaxBody : limits().max_value);
-    stream_.expires_after(limits().request_timeout);
+    stream_.expires_after(request_timeout());
     http::async_read(stream_, buffer_, *parser_, [self = shared_from_this()](auto ec, std::size_t) {
       if (self->closed_) return;
       if (ec == http::error::end_of_stream) return self->close("closed by the client");
@@ -117,8 +134,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
         return self->refuse_request(http::status::payload_too_large,
                                     "value over " + std::to_string(self->limits().max_value) + " bytes");
       if (ec == beast::error::timeout)
-        return self->close("no whole request within " + std::to_string(self->limits().request_timeout.count()) +
-                           " ms");
+        return self->close("no whole request within " + std::to_string(self->request_timeout().count()) + " ms");
       if (ec) return self->close(ec.message());
       self->handle(self->parser_->release());
     });
@@ -214,7 +230,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
       return refuse_request(http::status::forbidden, "a knock with a token not expected");
     }
     server_->options.allowed_peers.insert(peer_address_);
-    knock_only_ = false;
+    no_longer_stranger();
     log_of(LogSubsys::kRendezvous).debug("horovod rendezvous: a knock from {}", peer_);
     knocked(peer_address_);
     respond(http::status::ok, req.version(), false, {});
@@ -276,6 +292,10 @@ HorovodRendezvousState::Admission HorovodRendezvousState::admit(const tcp::endpo
   const bool allowed = options.allowed_peers.contains(address);
   if (!allowed && knocks.empty()) {
     refuse(endpoint_text(peer), "not an address of the job's hosts");
+    return Admission::kRefused;
+  }
+  if (!allowed && strangers >= kKnockMaxStrangers) {
+    refuse(endpoint_text(peer), std::to_string(strangers) + " connections that may only knock already open (the bound)");
     return Admission::kRefused;
   }
   if (sessions.size() >= options.limits.max_connections) {

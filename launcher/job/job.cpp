@@ -804,8 +804,12 @@ struct Job::Impl {
                  restarts.max());
     links->send_all(TerminateMsg{static_cast<int>(options.kill_grace.count())});
     arm_deadline(options.kill_grace + kAfterKillSlack, [this] {
-      fail_job("some ranks did not end within " + seconds_text(options.kill_grace + kAfterKillSlack) +
-               " of SIGTERM and SIGKILL, so they cannot be restarted; check those hosts for processes stuck in the kernel");
+      std::vector<std::string> stuck;
+      for (std::size_t i : exits.hosts_running()) stuck.push_back(hosts.at(i).name);
+      fail_job(std::to_string(exits.running()) + " ranks on " + fold_names(stuck) + " did not end within " +
+               seconds_text(options.kill_grace + kAfterKillSlack) +
+               " of SIGTERM and SIGKILL, so they cannot be restarted; check those hosts for processes stuck in the "
+               "kernel (state D in ps)");
     });
   }
 

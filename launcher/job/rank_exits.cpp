@@ -2,6 +2,7 @@
 
 #include <cxxabi.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 
@@ -28,6 +29,14 @@ bool RankExits::record(int rank) {
   exited_[r] = true;
   ++exited_count_;
   return true;
+}
+
+std::vector<std::size_t> RankExits::hosts_running() const {
+  std::vector<std::size_t> out;
+  for (std::size_t r = 0; r < exited_.size(); ++r)
+    if (!exited_[r] && std::find(out.begin(), out.end(), host_of_[r]) == out.end()) out.push_back(host_of_[r]);
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 void RankExits::mark_host_exited(std::size_t host) {

@@ -29,6 +29,8 @@ class RankExits {
   int exited() const { return exited_count_; }
   int running() const { return size() - exited_count_; }
   bool all_exited() const { return exited_count_ == size(); }
+  // The hosts (the job's indexes, ascending) with a rank not yet ended.
+  std::vector<std::size_t> hosts_running() const;
 
  private:
   struct Range {

@@ -19,6 +19,9 @@ void print_dry_run(std::ostream& out, const RankPlan& plan, const LaunchOptions&
   }
   net.master_addr = "<rank 0's host's address>";
   net.horovod_rendezvous_addr = net.master_addr;
+  // --max-restarts: the first attempt's view (each restart raises TORCHELASTIC_RESTART_COUNT by one).
+  if (options.max_restarts > 0)
+    net.restarts = JobNetwork::Restarts{0, options.max_restarts, "hvrun-<the launcher's hostname>-<its pid>"};
   out << "# command:";
   for (const auto& a : options.command) out << ' ' << a;
   out << "\n";
