@@ -36,3 +36,25 @@ TEST_CASE("dry run: plan, placeholders for the launch's choices, -x over the con
                                    "# -x DATA (from hvrun's environment)\n"
                                    "# -x UNSET_ONE (from hvrun's environment)\n"));
 }
+
+TEST_CASE("dry run: --max-restarts shows the first attempt's torchelastic variables, and only then", "[dry_run]") {
+  hvrun::LaunchOptions o;
+  o.hosts = {{"a", 1}, {"b", 1}};
+  o.command = {"python3", "ddp.py"};
+  const hvrun::RankPlan plan(o.hosts, 2, false);
+  std::ostringstream plain;
+  hvrun::print_dry_run(plain, plan, o, {});
+  CHECK_THAT(plain.str(), !Catch::Contains("TORCHELASTIC_"));
+
+  o.max_restarts = 2;
+  std::ostringstream out;
+  hvrun::print_dry_run(out, plan, o, {});
+  const std::string text = out.str();
+  INFO(text);
+  for (const char* r : {"[0] ", "[1] "}) {
+    CHECK_THAT(text, Catch::Contains(std::string(r) + "TORCHELASTIC_RESTART_COUNT=0\n"));
+    CHECK_THAT(text, Catch::Contains(std::string(r) + "TORCHELASTIC_MAX_RESTARTS=2\n"));
+    CHECK_THAT(text, Catch::Contains(std::string(r) + "TORCHELASTIC_RUN_ID=hvrun-<the launcher's hostname>-<its pid>\n"));
+  }
+  CHECK_THAT(text, !Catch::Contains("TORCHELASTIC_USE_AGENT_STORE"));
+}
