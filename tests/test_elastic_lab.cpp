@@ -241,7 +241,8 @@ std::vector<int> marked_on_host(const Lab& lab, int i, const std::string& marker
 
 // hvrun's argv for the example in elastic mode on lab host 0 (the lab's port and key, a HOME of its own).
 std::vector<std::string> elastic_hvrun(const Lab& lab, const TempHome& home, const Discovery& discovery,
-                                       const std::string& marker, int np, std::vector<std::string> extra) {
+                                       const std::string& marker, int np, std::vector<std::string> extra,
+                                       int iters = kIters) {
   std::vector<std::string> a{"--verbose", "--kill-grace", "2", "-np", std::to_string(np), "--min-np", "2",
                              "--max-np", "4", "--host-discovery-script", discovery.script};
   a.insert(a.end(), extra.begin(), extra.end());
@@ -252,7 +253,7 @@ std::vector<std::string> elastic_hvrun(const Lab& lab, const TempHome& home, con
   }
   a.push_back(kDebianPython);
   a.push_back(*elastic_example());
-  for (const auto& x : example_args(kIters)) a.push_back(x);
+  for (const auto& x : example_args(iters)) a.push_back(x);
   return hvrun_on(lab, home, a);
 }
 
@@ -277,14 +278,14 @@ struct ElasticLab {
   Discovery discovery{shared.dir};
   ElasticLab(int hosts, const std::string& name) : lab(hosts), shared(name) {}
   std::string host(int i) const { return lab.host(i); }
-  std::vector<std::string> hvrun(int np, std::vector<std::string> extra) const {
-    return elastic_hvrun(lab, home, discovery, marker, np, std::move(extra));
+  std::vector<std::string> hvrun(int np, std::vector<std::string> extra, int iters = kIters) const {
+    return elastic_hvrun(lab, home, discovery, marker, np, std::move(extra), iters);
   }
   // hvrun on hosts 1 and 2, one slot each (fast on 2 cores); once they trained 2 iterations, the
   // discovery script lists host 3 too.
-  std::unique_ptr<Job> two_then_third() const {
+  std::unique_ptr<Job> two_then_third(std::vector<std::string> extra = {}) const {
     discovery.set_hosts({host(1) + ":1", host(2) + ":1"});
-    auto job = std::make_unique<Job>(hvrun(2, {}));
+    auto job = std::make_unique<Job>(hvrun(2, std::move(extra)));
     job->await("2 iterations on the first 2 ranks", kStepTimeout, [&] { return job->iterations() >= 2; });
     discovery.set_hosts({host(1) + ":1", host(2) + ":1", host(3) + ":1"});
     return job;
@@ -363,6 +364,63 @@ TEST_CASE("Horovod elastic under hvrun: a host cut off mid-run (iptables) is los
   CHECK_THAT(r.out, Catch::Contains(total_line(2)));
   // The cut host's agent heard nothing for its heartbeat timeout and ended its rank itself.
   CHECK(wait_until_gone(marker, 10s).empty());
+}
+
+TEST_CASE("Horovod elastic under hvrun: a newcomer lost during the rendezvous (the others wait for it there) is "
+          "dropped, and the others go on to exit 0",
+          "[lab][horovod][elastic]") {
+  HVRUN_SKIP_WITHOUT_ELASTIC_LAB();
+  const ElasticLab t(4, "elastic-lost-in-rendezvous");
+  const std::string h3 = t.host(3);
+  // Once hvrun says host 3 joined, the two ranks of the old world have reset and wait for their new ranks
+  // while host 3's new rank is still starting (its `import torch` alone takes seconds): host 3 is cut off
+  // then. (Given their new ranks at once, as under horovodrun, they would wait in Gloo's rendezvous for
+  // host 3's rank until Gloo's timeout, then abort.)
+  auto started = t.two_then_third({"--heartbeat-timeout", "5"});
+  started->await(h3 + " joined (hvrun)", kStepTimeout, [&] { return joined_ranks(started->err(), h3).has_value(); });
+  REQUIRE(t.lab.control({"cut", "3"}) == 0);
+  auto r = started->finish(kJobTimeout);
+  t.lab.control({"uncut", "3"});
+  INFO(transcript(r.out, r.err));
+  CHECK(r.exit_code == 0);
+  // hvrun held the old world's 2 workers in rank_and_size (not in Gloo's rendezvous, where they would have
+  // aborted after Gloo's 30 s, as they do under horovodrun) and gave them a world of 2 instead.
+  CHECK_THAT(r.err, Catch::Contains("holding the 2 workers of the last world until the 1 new ones reach the rendezvous"));
+  CHECK(has(r.err, lost_pattern(regex_escape(h3))));
+  CHECK_FALSE(named_lost(r.err, t.host(1)));
+  CHECK_FALSE(named_lost(r.err, t.host(2)));
+  CHECK_THAT(r.err, Catch::Contains("elastic: 2 ranks on "));
+  CHECK_THAT(r.out + r.err, !Catch::Contains("Wait timeout after"));
+  CHECK_THAT(r.out, Catch::Contains(total_line(2)));
+  CHECK(wait_until_gone(t.marker, 10s).empty());
+}
+
+TEST_CASE("Horovod elastic under hvrun: a host lost, then back after its blacklist cooldown, starts afresh and "
+          "joins again",
+          "[lab][horovod][elastic]") {
+  HVRUN_SKIP_WITHOUT_ELASTIC_LAB();
+  const ElasticLab t(4, "elastic-return");
+  const std::string h3 = t.host(3);
+  t.discovery.set_hosts({t.host(1) + ":1", t.host(2) + ":1", h3 + ":1"});
+  // Long enough for the loss (5 s), the cooldown (3-4 s) and the return (a new agent, probes, a knock,
+  // the new rank's start) while the others train.
+  Job job(t.hvrun(3, {"--heartbeat-timeout", "5", "--blacklist-cooldown-range", "3", "4"}, 2 * kIters));
+  job.await("2 iterations on 3 ranks", kStepTimeout, [&] { return job.iterations() >= 2; });
+  REQUIRE(t.lab.control({"cut", "3"}) == 0);
+  job.await(h3 + " lost", kStepTimeout, [&] { return has(job.err(), lost_pattern(regex_escape(h3))); });
+  t.lab.control({"uncut", "3"});
+  job.await(h3 + " joined again", kStepTimeout, [&] { return joined_ranks(job.err(), h3).has_value(); });
+  auto r = job.finish(kJobTimeout);
+  INFO(transcript(r.out, r.err));
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.err, Catch::Contains(h3 + " blacklisted for ") && Catch::Contains(h3 + " is listed again; it starts afresh"));
+  CHECK(joined_ranks(r.err, h3).value_or(-1) == 3);
+  const auto sizes = horovod_sizes(r.out + r.err);
+  INFO("Horovod's sizes: " << sizes_text(sizes));
+  CHECK(sizes == std::vector<int>{3, 2, 3});
+  CHECK_THAT(r.out, Catch::Contains(total_line(3)));
+  CHECK(wait_until_gone(t.marker, 10s).empty());
+  CHECK(agents_left(agent_pids(r.err), 5s).empty());
 }
 
 TEST_CASE("Horovod elastic under hvrun: a newcomer whose NICs no member reaches is left out, named, and the job "

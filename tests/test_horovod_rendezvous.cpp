@@ -306,6 +306,7 @@ struct ElasticSeen {
   std::vector<std::pair<std::string, int>> asked;  // rank_and_size requests, in order
   std::vector<std::function<void(std::string)>> answers;
   std::vector<std::pair<std::string, HorovodWorkerAddresses>> registered;  // "HOST:LOCAL_RANK", addresses
+  std::vector<int> published;  // ranks that PUT /global/RANK
 };
 
 HorovodElasticHooks hooks_into(ElasticSeen& seen) {
@@ -317,6 +318,7 @@ HorovodElasticHooks hooks_into(ElasticSeen& seen) {
   hooks.worker_addresses = [&seen](const std::string& host, int local_rank, HorovodWorkerAddresses a) {
     seen.registered.emplace_back(host + ":" + std::to_string(local_rank), std::move(a));
   };
+  hooks.global_rank_published = [&seen](int rank) { seen.published.push_back(rank); };
   return hooks;
 }
 
@@ -362,6 +364,14 @@ TEST_CASE("horovod rendezvous, elastic: rank_and_size held until the driver answ
   CHECK_THAT(body_of(bad_value), Catch::Contains("opcode 0x63, which hvrun does not read"));
   CHECK(status_line(round_trip(port, request("GET", "/worker_addresses/lab1:0"))) == "HTTP/1.1 404 Not Found");
   CHECK(served.on_io([&](HorovodRendezvous&) { return seen.registered.size(); }) == 0);
+
+  // Gloo's global rendezvous: a rank publishing its address under /global/RANK is reported, and stored as
+  // any PUT; other keys of that scope or of others (a process set's, local, cross) are not reported.
+  for (const char* key : {"/global/2", "/global/rank_0", "/global/-1", "/global/", "/global_process_set_hash_ab/3",
+                          "/local_lab1/0", "/cross_0/1", "/global/0"})
+    CHECK(status_line(round_trip(port, request("PUT", key, "addr"))) == "HTTP/1.1 200 OK");
+  CHECK(body_of(round_trip(port, request("GET", "/global/2"))) == "addr");
+  CHECK(served.on_io([&](HorovodRendezvous&) { return seen.published; }) == std::vector<int>{2, 0});
 }
 
 TEST_CASE("horovod rendezvous, elastic: Horovod's own worker registers its notification service and hears hvrun",

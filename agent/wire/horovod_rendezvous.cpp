@@ -181,7 +181,16 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   // Horovod elastic's requests (HorovodElasticHooks); false for any other request, which is served as
   // a plain store request (worker_addresses after its hook).
   bool handle_elastic(http::request<http::string_body>& req, const std::string& key, bool keep_alive) {
-    static constexpr std::string_view kRankAndSize = "/rank_and_size/", kWorkerAddresses = "/worker_addresses/";
+    static constexpr std::string_view kRankAndSize = "/rank_and_size/", kWorkerAddresses = "/worker_addresses/",
+                                      kGlobal = "/global/";
+    const HorovodElasticHooks& hooks = *server_->options.elastic;
+    if (req.method() == http::verb::put && key.starts_with(kGlobal) && hooks.global_rank_published) {
+      int rank = -1;
+      const char* end = key.data() + key.size();
+      const auto [p, ec] = std::from_chars(key.data() + kGlobal.size(), end, rank);
+      if (ec == std::errc{} && p == end && rank >= 0) hooks.global_rank_published(rank);
+      return false;  // stored
+    }
     const bool rank_and_size = req.method() == http::verb::get && key.starts_with(kRankAndSize);
     const bool addresses = req.method() == http::verb::put && key.starts_with(kWorkerAddresses);
     if (!rank_and_size && !addresses) return false;
@@ -198,7 +207,6 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
       return true;
     }
     const std::string host = slot.substr(0, colon);
-    const HorovodElasticHooks& hooks = *server_->options.elastic;
     if (addresses) {
       try {
         hooks.worker_addresses(host, local_rank, decode_worker_addresses_put(req.body(), "the worker " + slot + " at " + peer_));

@@ -59,6 +59,9 @@ struct HorovodElasticHooks {
   // PUT /worker_addresses/HOST:LOCAL_RANK, decoded (decode_worker_addresses_put); the raw value is also
   // stored like any PUT. A value that does not decode is answered 400 and not stored.
   std::function<void(const std::string& host, int local_rank, HorovodWorkerAddresses addresses)> worker_addresses;
+  // PUT /global/RANK (stored like any PUT): rank RANK has begun Gloo's global rendezvous of its world
+  // (connectFullMesh publishes its address under its rank in scope "global"). May be empty.
+  std::function<void(int rank)> global_rank_published;
 };
 
 struct HorovodRendezvousOptions {

@@ -66,6 +66,10 @@ constexpr const char* kUnassigned = "-1,-1,-1,-1,-1,-1";
 // A newcomer's agent has this long to reach the rendezvous (KnockMsg): a connect and one small
 // request, which a host that passed its probes does in milliseconds unless something drops them.
 constexpr milliseconds kKnockTimeout{5000};
+// How long the workers of the old world stay held (their rank_and_size unanswered) while the new world's
+// new workers start and reach Gloo's rendezvous (forming, in activate()); then they are answered anyway.
+// Python and torch's import take seconds on a loaded host.
+constexpr milliseconds kFormingTimeout{60000};
 
 using SlotKey = std::pair<std::string, int>;  // (host as discovered, local rank)
 
@@ -84,6 +88,7 @@ struct ElasticJob::Impl {
         probe_timer(io),
         stop_timer(io),
         late_timer(io),
+        forming_timer(io),
         secret(JobSecret::generate()),
         pool(el.cooldown, [] {
           static std::mt19937 gen{std::random_device{}()};
@@ -118,6 +123,7 @@ struct ElasticJob::Impl {
   asio::steady_timer probe_timer;  // the probe round's deadline
   asio::steady_timer stop_timer;   // the kill grace, then the shutdown's
   asio::steady_timer late_timer;   // kLateGrace after a failure in the round
+  asio::steady_timer forming_timer;  // kFormingTimeout while the new world forms
   JobSecret secret;
   ElasticHosts pool;
   WorkerRegistry registry;
@@ -141,6 +147,9 @@ struct ElasticJob::Impl {
   // Slots whose round hvrun ended without them (early_round_end): their next rank_and_size is answered
   // at once from the assignment, not recorded.
   std::set<SlotKey> late;
+  // The ranks of the new world's new workers that have not yet begun Gloo's rendezvous, while the old
+  // world's workers are held for them (activate()); empty otherwise.
+  std::set<int> forming;
   bool discovered = false;  // the discovery script's first run is in
   bool started = false;
   bool resuming = false;    // a round ended with a reset and waits for --min-np slots
@@ -223,11 +232,19 @@ struct ElasticJob::Impl {
     discovered = true;
     const HorovodHostUpdate update = pool.update(r.hosts, Clock::now());
     for (const HostSlots& h : pool.available())
-      if (!index_of.contains(h.host)) add_host(h.host);
+      if (!index_of.contains(h.host) || gone_for_good(index_of.at(h.host))) add_host(h.host);
     if (update != HorovodHostUpdate::kNoUpdate) host_set_changed(update);
   }
 
+  // hosts[i] was lost or left out, and its agent is gone: when the discovery script lists the host again
+  // once its blacklisting is over (--blacklist-cooldown-range), it starts afresh (add_host), with a new
+  // agent, new probes and a new knock, as horovodrun starts a returning host's workers afresh.
+  bool gone_for_good(std::size_t i) const {
+    return (members[i].lost || members[i].refused) && links->closed(i) && !hosts[i].connecting;
+  }
+
   void add_host(const std::string& name) {
+    if (index_of.contains(name)) log_of(LogSubsys::kStart).info("{} is listed again; it starts afresh", name);
     JobHost h;
     h.name = name;
     h.is_local = find_local_hosts({name}, kResolveTimeout).at(0);
@@ -268,6 +285,9 @@ struct ElasticJob::Impl {
   void refuse(std::size_t i, const std::string& why) {
     members[i].refused = true;
     hosts[i].ready.reset();
+    // Its agent has nothing to do: it goes (on_agent_closed then says nothing), so that nothing idles on
+    // the host, and a later return of the host starts afresh (gone_for_good).
+    if (links->live(i)) links->send(i, ShutdownMsg{});
     spdlog::warn("{} is left out of the elastic job: {}; the job goes on without it", hosts[i].name, why);
     pool.blacklist(hosts[i].name, Clock::now());
     host_set_changed(HorovodHostUpdate::kRemoved);
@@ -344,7 +364,8 @@ struct ElasticJob::Impl {
           .rank_and_size = [this](const std::string& host, int lr,
                                   std::function<void(std::string)> answer) { on_rank_and_size(host, lr, std::move(answer)); },
           .worker_addresses = [this](const std::string& host, int lr,
-                                     HorovodWorkerAddresses a) { notification_addresses[{host, lr}] = std::move(a); }};
+                                     HorovodWorkerAddresses a) { notification_addresses[{host, lr}] = std::move(a); },
+          .global_rank_published = [this](int rank) { on_rank_published(rank); }};
       rendezvous = std::make_unique<HorovodRendezvous>(
           io, HorovodRendezvousOptions{addr, 0, {"127.0.0.1"}, {}, std::move(hooks)});
       m.rendezvous_port = rendezvous->port();
@@ -485,11 +506,63 @@ struct ElasticJob::Impl {
     for (const std::string& h : after)
       if (!first && std::find(before.begin(), before.end(), h) == before.end())
         spdlog::warn("{} joined: {} ranks now", h, assignment.size());
-    if (!first) maybe_report_resumed();
+    const std::vector<int> started_ranks = start_workers();
+    // The old world's workers wait in rank_and_size. Answered now, they would begin Gloo's rendezvous at
+    // once and wait there for the new workers, which are still starting (Python, torch: seconds); a new
+    // host lost meanwhile would leave them stuck until Gloo's timeout (30 s), then aborting, and the job
+    // with them (so under horovodrun). Held until every new worker has begun the rendezvous (forming),
+    // they can still be given another world if one is lost: a failure during forming ends the round
+    // (record_held_ready), and the next activation answers them.
+    forming.clear();
+    if (!held.empty() && !started_ranks.empty() && !stopping) {
+      forming.insert(started_ranks.begin(), started_ranks.end());
+      log_of(LogSubsys::kRendezvous)
+          .info("holding the {} workers of the last world until the {} new ones reach the rendezvous", held.size(),
+                forming.size());
+      forming_timer.expires_after(kFormingTimeout);
+      forming_timer.async_wait([this, round = registry.round()](auto ec) {
+        if (ec || stopping || forming.empty() || registry.round() != round) return;
+        spdlog::warn("elastic: {} new workers did not reach the rendezvous within {}; the others go ahead",
+                     forming.size(), seconds_text(kFormingTimeout));
+        release_held();
+      });
+      return;
+    }
+    release_held();
+  }
+
+  // The new world's held answers go out (activate()).
+  void release_held() {
+    forming.clear();
+    forming_timer.cancel();
     auto answers = std::move(held);
     held.clear();
-    for (auto& [key, answer] : answers) answer(slot_of(key) ? slot_of(key)->response() : kUnassigned);
-    start_workers();
+    for (auto& [key, answer] : answers) {
+      late.erase(key);  // it was waiting, not silent
+      answer(slot_of(key) ? slot_of(key)->response() : kUnassigned);
+    }
+    maybe_report_resumed();
+  }
+
+  void on_rank_published(int rank) {
+    if (forming.erase(rank) == 0) return;
+    log_of(LogSubsys::kRendezvous).debug("rank {} of the new world reached the rendezvous", rank);
+    if (forming.empty()) release_held();
+  }
+
+  // A worker failed or its host was lost while the old world's workers were held for the new ones
+  // (forming): the held ones count as READY in this round, which they are (waiting in rank_and_size),
+  // so the failure can end the round at once; those of `failing_host` are left to the failure's own
+  // record. Returns the round's end when that completed it.
+  std::optional<RoundEnd> record_held_ready(const std::string& failing_host) {
+    if (forming.empty()) return std::nullopt;
+    forming.clear();
+    forming_timer.cancel();
+    for (const auto& [key, answer] : held) {
+      if (key.first == failing_host || !slot_of(key) || registry.has_recorded(key.first, key.second)) continue;
+      if (auto end = registry.record(key.first, key.second, WorkerState::kReady, false)) return end;
+    }
+    return std::nullopt;
   }
 
   // Once every worker of the new world has its answer (or is new), the line that says the job goes on,
@@ -511,11 +584,13 @@ struct ElasticJob::Impl {
     return std::nullopt;
   }
 
-  void start_workers() {
+  // Workers for the assignment's slots that have none; returns their ranks.
+  std::vector<int> start_workers() {
     std::map<std::size_t, std::vector<SlotInfo>> by_host;
+    std::vector<int> started_ranks;
     for (const SlotInfo& s : assignment)
       if (!running.contains({s.host, s.local_rank})) by_host[index_of.at(s.host)].push_back(s);
-    if (by_host.empty()) return;
+    if (by_host.empty()) return started_ranks;
     JobNetwork net;
     net.hosts.resize(hosts.size());
     for (std::size_t i = 0; i < hosts.size(); ++i)
@@ -529,8 +604,10 @@ struct ElasticJob::Impl {
       net.horovod_rendezvous_port = members[i].rendezvous_port;
       LaunchMsg m{cwd, options.command, hosts[i].is_local ? env().local() : env().remote(), {}};
       for (const SlotInfo& s : slots) {
-        if (workers.size() >= static_cast<std::size_t>(kMaxWorkers))
-          return fail("the job started " + std::to_string(kMaxWorkers) + " workers in its life, hvrun's bound");
+        if (workers.size() >= static_cast<std::size_t>(kMaxWorkers)) {
+          fail("the job started " + std::to_string(kMaxWorkers) + " workers in its life, hvrun's bound");
+          return {};
+        }
         const int id = static_cast<int>(workers.size());
         const int node = static_cast<int>(std::find(node_order.begin(), node_order.end(), s.host) - node_order.begin());
         auto rank_env = rank_environment(
@@ -540,10 +617,12 @@ struct ElasticJob::Impl {
         m.ranks.push_back(RankLaunch{id, std::move(rank_env)});
         workers.push_back(Worker{i, s.local_rank, true});
         running[{s.host, s.local_rank}] = id;
+        started_ranks.push_back(s.rank);
         log_of(LogSubsys::kRank).info("worker {} is {} (rank {} of {})", id, slot_text({s.host, s.local_rank}), s.rank, s.size);
       }
       links->send(i, m);
     }
+    return started_ranks;
   }
 
   void on_rank_and_size(const std::string& host, int lr, std::function<void(std::string)> answer) {
@@ -686,6 +765,8 @@ struct ElasticJob::Impl {
       }
     }
     late.erase(key);
+    if (!ok)
+      if (auto end = record_held_ready(key.first)) return on_round_end(*end);
     if (auto end = registry.record(key.first, key.second, ok ? WorkerState::kSuccess : WorkerState::kFailure, false))
       return on_round_end(*end);
     if (!ok) arm_late_timer();
@@ -738,6 +819,7 @@ struct ElasticJob::Impl {
     if (links->closed(i)) return;
     links->mark_closed(i);
     if (finished) return poll_closed();
+    if (members[i].refused) return;  // refuse() shut it down; it ran no worker
     JobHost& h = hosts[i];
     const bool was_ready = h.ready.has_value();
     h.ready.reset();
@@ -762,6 +844,8 @@ struct ElasticJob::Impl {
       change_what = "the loss of " + h.name;
     }
     if (!was_ready && !members[i].admitted) maybe_probe();
+    if (!gone.empty())
+      if (auto end = record_held_ready(h.name)) return on_round_end(*end);
     for (const auto& k : gone) {
       if (stopping) break;
       if (!slot_of(k)) continue;
@@ -772,7 +856,12 @@ struct ElasticJob::Impl {
       }
       arm_late_timer();
     }
-    if (!stopping && gone.empty()) host_set_changed(HorovodHostUpdate::kRemoved);
+    if (!stopping && gone.empty()) {
+      // Out for its cooldown like a host whose workers failed: a host whose agent keeps failing is not
+      // started again at every discovery run (gone_for_good).
+      blacklist(h.name);
+      host_set_changed(HorovodHostUpdate::kRemoved);
+    }
   }
 
   // ---- the end ----------------------------------------------------------------------------------
@@ -802,6 +891,8 @@ struct ElasticJob::Impl {
     slots_timer.cancel();
     probe_timer.cancel();
     late_timer.cancel();
+    forming_timer.cancel();
+    forming.clear();
     probing.reset();
     // Held rank_and_size requests stay unanswered: "-1,..." would make Horovod abort those workers with
     // a core dump's worth of output, while SIGTERM ends them quietly. The rendezvous closes at finish().

@@ -5,7 +5,8 @@
 // server closed the connection, held a rank_and_size request, or ~300 ms passed. The elastic hooks:
 // rank_and_size answers its calls in turn "0,2,0,1,0,2" (at once, then again, which must be ignored),
 // "-1,-1,-1,-1,-1,-1" (likewise), and the third is held, then dropped (or, for inputs of odd size,
-// answered only after close(), which must do nothing); worker_addresses records what it got.
+// answered only after close(), which must do nothing); worker_addresses records what it got;
+// global_rank_published checks that it is given a rank that is not negative.
 //
 // The server documents no failure for bytes a peer sends, so nothing is swallowed. Checked: every
 // answer is "HTTP/x.y NNN ..." with a Content-Length, NNN among the statuses the server sends (200,
@@ -173,6 +174,9 @@ HorovodElasticHooks hooks_into(Seen& seen) {
         expect(address.port >= 1 && address.port <= 65535,
                "a worker address handed on with port " + std::to_string(address.port));
     seen.registered.push_back(std::move(a));
+  };
+  hooks.global_rank_published = [](int rank) {
+    expect(rank >= 0, "global_rank_published hook called with rank " + std::to_string(rank));
   };
   return hooks;
 }
