@@ -1,11 +1,15 @@
 // launcher/elastic/discovery_script.hpp: --host-discovery-script runs, their failures worded, a hanging
-// script stopped at its deadline with everything it started, and the loop's period and prompt stop.
+// script stopped at its deadline with everything it started, the loop's period and prompt stop, and each
+// host's locality resolved off the job's thread.
 #include <catch2/catch.hpp>
+
 #include <signal.h>
 
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <thread>
 
 #include "launcher/elastic/discovery_script.hpp"
@@ -73,6 +77,26 @@ TEST_CASE("the discovery loop runs the script again a period after each run and 
   const int after = runs;
   std::this_thread::sleep_for(200ms);
   CHECK(runs == after);  // nothing runs once the loop is gone
+
+  // Each host's locality comes with the run, resolved on the loop's thread (once per name).
+  {
+    std::mutex m;
+    std::map<std::string, bool> local;
+    DiscoveryLoop loop("printf 'localhost:2\\n192.0.2.1:1\\n127.0.0.1:1\\n'", std::nullopt, 50ms, 10s, [&](DiscoveryRun r) {
+      std::lock_guard lock(m);
+      local = r.local;
+    });
+    const auto deadline = Clock::now() + 10s;
+    for (;;) {
+      {
+        std::lock_guard lock(m);
+        if (!local.empty() || Clock::now() >= deadline) break;
+      }
+      std::this_thread::sleep_for(10ms);
+    }
+    std::lock_guard lock(m);
+    CHECK(local == std::map<std::string, bool>{{"localhost", true}, {"192.0.2.1", false}, {"127.0.0.1", true}});
+  }
 
   // A run in progress is killed, not waited for.
   const auto t0 = Clock::now();

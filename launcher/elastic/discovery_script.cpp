@@ -5,12 +5,16 @@
 #include "agent/wire/child_process.hpp"
 #include "agent/wire/duration_text.hpp"
 #include "launcher/base/open_files_limit.hpp"
+#include "launcher/start/host_locality.hpp"
 
 namespace hvrun {
 
 namespace {
 
 constexpr std::size_t kOutputLimit = 1 << 20;
+// Name lookups of a run's new hosts, all at once; a name not resolved by then counts as remote (SSH then
+// names the failure).
+constexpr std::chrono::milliseconds kResolveTimeout{5000};
 
 // The last few non-empty lines of a script's stderr, joined for one message line.
 std::string last_lines(const std::string& text) {
@@ -43,24 +47,24 @@ DiscoveryRun run_once(const std::string& script, std::optional<int> slots, std::
   try {
     child = Child::start(spec);
   } catch (const SpawnError& e) {
-    return {{}, what + ": cannot start /bin/sh: " + e.what()};
+    return {{}, what + ": cannot start /bin/sh: " + e.what(), {}};
   }
   restore_open_files_limit(child.pid(), what);
-  if (!started(child.pid())) return {{}, what + ": stopped"};  // the loop is going away; ~Child kills it
+  if (!started(child.pid())) return {{}, what + ": stopped", {}};  // the loop is going away; ~Child kills it
   std::optional<ChildOutput> output = child.read_outputs(timeout, kOutputLimit);
   if (!output) {
     child.signal(SIGKILL);
-    return {{}, what + " did not finish within " + seconds_text(timeout) + "; it must print the hosts and exit"};
+    return {{}, what + " did not finish within " + seconds_text(timeout) + "; it must print the hosts and exit", {}};
   }
   const ExitStatus status = child.wait();
   if (status.code != 0) {
     const std::string err = last_lines(output->err);
-    return {{}, what + " " + status.text() + (err.empty() ? "" : "; its stderr: " + err)};
+    return {{}, what + " " + status.text() + (err.empty() ? "" : "; its stderr: " + err), {}};
   }
   try {
-    return {parse_discovery_output(output->out, slots, script), {}};
+    return {parse_discovery_output(output->out, slots, script), {}, {}};
   } catch (const UsageError& e) {
-    return {{}, e.what()};
+    return {{}, e.what(), {}};
   }
 }
 
@@ -102,6 +106,14 @@ void DiscoveryLoop::loop() {
       running_ = -1;
       if (stopping_) return;
     }
+    std::vector<std::string> fresh;
+    for (const HostSlots& h : run.hosts)
+      if (!local_.contains(h.host)) fresh.push_back(h.host);
+    if (!fresh.empty()) {
+      const std::vector<bool> is_local = find_local_hosts(fresh, kResolveTimeout);
+      for (std::size_t i = 0; i < fresh.size(); ++i) local_[fresh[i]] = is_local[i];
+    }
+    for (const HostSlots& h : run.hosts) run.local[h.host] = local_.at(h.host);
     on_run_(std::move(run));
     std::unique_lock lock(mutex_);
     if (wake_.wait_for(lock, period_, [this] { return stopping_; })) return;

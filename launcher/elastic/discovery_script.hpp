@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -20,6 +21,9 @@ namespace hvrun {
 struct DiscoveryRun {
   std::vector<HostSlots> hosts;  // what the script printed (empty: no host is ready, not an error)
   std::string error;             // why the run gave no hosts; empty when it succeeded
+  // Whether each host in `hosts` is this machine (find_local_hosts; DiscoveryLoop fills it, resolving
+  // each name once, on its own thread, so that a slow name lookup never stalls the job's loop).
+  std::map<std::string, bool> local;
 };
 
 // One run: `/bin/sh -c SCRIPT` in a process group of its own, stdin from /dev/null; stdout parsed,
@@ -28,7 +32,8 @@ DiscoveryRun run_discovery_script(const std::string& script, std::optional<int> 
                                   std::chrono::milliseconds timeout);
 
 // Runs the script on a thread of its own until destroyed: a run, `on_run` with its result (on that
-// thread), `period`, the next run. Destroying it kills a run in progress and joins the thread.
+// thread), `period`, the next run. Destroying it kills a run in progress and joins the thread (a name
+// lookup of new hosts in progress ends within its 5 s).
 class DiscoveryLoop {
  public:
   DiscoveryLoop(std::string script, std::optional<int> slots_per_host, std::chrono::milliseconds period,
@@ -48,6 +53,7 @@ class DiscoveryLoop {
   std::condition_variable wake_;
   bool stopping_ = false;
   pid_t running_ = -1;  // the process group of the run in progress
+  std::map<std::string, bool> local_;  // the loop thread's: DiscoveryRun::local of each name met
   std::thread thread_;  // last: started once the members above exist
 };
 

@@ -51,7 +51,7 @@ using std::chrono::milliseconds;
 
 namespace {
 
-constexpr milliseconds kResolveTimeout{5000};
+constexpr milliseconds kResolveTimeout{5000};  // -H's hosts without a discovery script, before the loop
 constexpr milliseconds kDiscoveryPeriod{1000};  // horovodrun's DISCOVER_HOSTS_FREQUENCY_SECS
 constexpr milliseconds kAfterKillSlack{1000};
 constexpr milliseconds kShutdownTimeout{2000};
@@ -186,9 +186,15 @@ struct ElasticJob::Impl {
     signals.async_wait([this](auto ec, int sig) { on_signal(ec, sig); });
     arm_slots_timer("the job's first " + std::to_string(options.np) + " slots");
     if (el.discovery_script.empty()) {
-      std::vector<HostSlots> fixed;
-      for (const HostSpec& h : options.hosts) fixed.push_back({h.name, h.slots});
-      asio::post(io, [this, fixed] { on_discovery(DiscoveryRun{fixed, {}}); });
+      DiscoveryRun fixed;
+      std::vector<std::string> names;
+      for (const HostSpec& h : options.hosts) {
+        fixed.hosts.push_back({h.name, h.slots});
+        names.push_back(h.name);
+      }
+      const std::vector<bool> is_local = find_local_hosts(names, kResolveTimeout);
+      for (std::size_t i = 0; i < names.size(); ++i) fixed.local[names[i]] = is_local[i];
+      asio::post(io, [this, fixed = std::move(fixed)] { on_discovery(fixed); });
     } else {
       discovery = std::make_unique<DiscoveryLoop>(el.discovery_script, el.slots_per_host, kDiscoveryPeriod,
                                                   options.start_timeout, [this](DiscoveryRun r) {
@@ -232,7 +238,10 @@ struct ElasticJob::Impl {
     discovered = true;
     const HorovodHostUpdate update = pool.update(r.hosts, Clock::now());
     for (const HostSlots& h : pool.available())
-      if (!index_of.contains(h.host) || gone_for_good(index_of.at(h.host))) add_host(h.host);
+      if (!index_of.contains(h.host) || gone_for_good(index_of.at(h.host))) {
+        const auto local = r.local.find(h.host);
+        add_host(h.host, local != r.local.end() && local->second);
+      }
     if (update != HorovodHostUpdate::kNoUpdate) host_set_changed(update);
   }
 
@@ -243,11 +252,12 @@ struct ElasticJob::Impl {
     return (members[i].lost || members[i].refused) && links->closed(i) && !hosts[i].connecting;
   }
 
-  void add_host(const std::string& name) {
+  // `is_local`: the host is this machine (DiscoveryRun::local), so its agent runs here over pipes.
+  void add_host(const std::string& name, bool is_local) {
     if (index_of.contains(name)) log_of(LogSubsys::kStart).info("{} is listed again; it starts afresh", name);
     JobHost h;
     h.name = name;
-    h.is_local = find_local_hosts({name}, kResolveTimeout).at(0);
+    h.is_local = is_local;
     const std::size_t i = links->add(name);
     index_of[name] = i;
     hosts.push_back(std::move(h));
