@@ -102,6 +102,7 @@ struct ElasticJob::Impl {
     bool admitted = false;
     bool refused = false;  // no agent, or no NIC reaching the others: never used
     bool lost = false;     // its agent went away: never used again
+    bool blacklisted = false;  // was blacklisted (refuse(), blacklist()): may return after its cooldown
     bool knocking = false;  // probed, its agent knocking on the rendezvous (knock())
     std::string knock_token;
     std::string knocked_from;  // the knock's source address, as the rendezvous saw it
@@ -247,9 +248,11 @@ struct ElasticJob::Impl {
 
   // hosts[i] was lost or left out, and its agent is gone: when the discovery script lists the host again
   // once its blacklisting is over (--blacklist-cooldown-range), it starts afresh (add_host), with a new
-  // agent, new probes and a new knock, as horovodrun starts a returning host's workers afresh.
+  // agent, new probes and a new knock, as horovodrun starts a returning host's workers afresh. A lost
+  // host is blacklisted when its round ends; until then it stays out.
   bool gone_for_good(std::size_t i) const {
-    return (members[i].lost || members[i].refused) && links->closed(i) && !hosts[i].connecting;
+    const Member& m = members[i];
+    return (m.lost || m.refused) && m.blacklisted && links->closed(i) && !hosts[i].connecting;
   }
 
   // `is_local`: the host is this machine (DiscoveryRun::local), so its agent runs here over pipes.
@@ -300,6 +303,7 @@ struct ElasticJob::Impl {
     if (links->live(i)) links->send(i, ShutdownMsg{});
     spdlog::warn("{} is left out of the elastic job: {}; the job goes on without it", hosts[i].name, why);
     pool.blacklist(hosts[i].name, Clock::now());
+    members[i].blacklisted = true;
     host_set_changed(HorovodHostUpdate::kRemoved);
   }
 
@@ -680,6 +684,7 @@ struct ElasticJob::Impl {
   // horovodrun: the host is out (for its cooldown) and its workers are stopped (the host event).
   void blacklist(const std::string& host) {
     pool.blacklist(host, Clock::now());
+    members[index_of.at(host)].blacklisted = true;
     const auto until = pool.cooldown_end(host);
     spdlog::warn("{} blacklisted {}", host,
                  until ? "for " + seconds_text(std::chrono::duration_cast<milliseconds>(*until - Clock::now()))
