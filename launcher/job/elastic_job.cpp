@@ -28,6 +28,7 @@
 #include "launcher/base/host_names.hpp"
 #include "launcher/elastic/discovery_script.hpp"
 #include "launcher/elastic/elastic_hosts.hpp"
+#include "launcher/elastic/elastic_phase.hpp"
 #include "launcher/elastic/worker_notifier.hpp"
 #include "launcher/elastic/worker_registry.hpp"
 #include "launcher/job/nic_discovery.hpp"
@@ -71,7 +72,10 @@ constexpr milliseconds kKnockTimeout{5000};
 // Python and torch's import take seconds on a loaded host.
 constexpr milliseconds kFormingTimeout{60000};
 
-using SlotKey = std::pair<std::string, int>;  // (host as discovered, local rank)
+using SlotKey = std::pair<std::string, int>;
+using Phase = ElasticPhase::Phase;
+using Event = ElasticPhase::Event;
+using Action = ElasticPhase::Action;  // (host as discovered, local rank)
 
 std::string slot_text(const SlotKey& k) { return k.first + "[" + std::to_string(k.second) + "]"; }
 
@@ -152,10 +156,7 @@ struct ElasticJob::Impl {
   // world's workers are held for them (activate()); empty otherwise.
   std::set<int> forming;
   bool discovered = false;  // the discovery script's first run is in
-  bool started = false;
-  bool resuming = false;    // a round ended with a reset and waits for --min-np slots
-  bool stopping = false;
-  bool finished = false;
+  ElasticPhase phase;  // the state machine (elastic_phase.hpp): what each event does now
   int exit_code = kExitOk;
   std::optional<Clock::time_point> change_at;  // a loss or a join the workers are adjusting to
   std::string change_what;
@@ -218,7 +219,7 @@ struct ElasticJob::Impl {
       } catch (const std::exception& e) {
         spdlog::error("{}", user_message(e, "running the elastic job"));
         if (exit_code == kExitOk) exit_code = kExitLaunchFailed;
-        if (!stopping) {
+        if (!phase.stopping()) {
           stop_all(options.kill_grace);
         } else {
           finish();
@@ -230,12 +231,16 @@ struct ElasticJob::Impl {
   // ---- hosts ------------------------------------------------------------------------------------
 
   void on_discovery(const DiscoveryRun& r) {
-    if (stopping) return;
     if (!r.error.empty()) {
-      if (!discovered) return fail("--host-discovery-script " + el.discovery_script + ": " + r.error);
-      spdlog::warn("--host-discovery-script {}: {}; the hosts stay as they were", el.discovery_script, r.error);
-      return;
+      switch (phase.on(discovered ? Event::kDiscoveryFailed : Event::kFirstDiscoveryFailed)) {
+        case Action::kFail: return fail("--host-discovery-script " + el.discovery_script + ": " + r.error);
+        case Action::kWarn:
+          spdlog::warn("--host-discovery-script {}: {}; the hosts stay as they were", el.discovery_script, r.error);
+          return;
+        default: return;
+      }
     }
+    if (phase.on(Event::kDiscovered) != Action::kAddHosts) return;
     discovered = true;
     const HorovodHostUpdate update = pool.update(r.hosts, Clock::now());
     for (const HostSlots& h : pool.available())
@@ -283,7 +288,7 @@ struct ElasticJob::Impl {
   void on_connected(std::size_t i, std::shared_ptr<HostAgent> agent, const std::string& error) {
     JobHost& h = hosts[i];
     h.connecting = false;
-    if (stopping) return;
+    if (phase.stopping()) return;
     if (!error.empty()) {
       h.connect_error = error;
       links->mark_closed(i);
@@ -310,7 +315,7 @@ struct ElasticJob::Impl {
   // Newcomers that are up are probed together with the hosts already in, once no other host is still
   // starting its agent (so that a burst of new hosts is one round).
   void maybe_probe() {
-    if (probing || stopping) return;
+    if (probing || phase.stopping()) return;
     std::vector<std::size_t> newcomers;
     for (std::size_t i = 0; i < hosts.size(); ++i) {
       if (hosts[i].connecting || (!hosts[i].ready && !members[i].refused && !members[i].lost && !hosts[i].connect_error))
@@ -322,7 +327,7 @@ struct ElasticJob::Impl {
     probing = std::make_unique<NicDiscovery>(
         io, options, hosts, NicFilter::parse(options.network_interfaces),
         NicDiscovery::Hooks{
-            .probing = [this] { return probing != nullptr && !stopping; },
+            .probing = [this] { return probing != nullptr && !phase.stopping(); },
             .arm_deadline =
                 [this](milliseconds after, std::function<void()> f) {
                   probe_timer.expires_after(after);
@@ -400,7 +405,7 @@ struct ElasticJob::Impl {
     if (!m.knocking) throw ProtocolError(links->peer(i) + ": a knock result out of turn");
     m.knocking = false;
     rendezvous->forget_knock(m.knock_token);
-    if (stopping) return;
+    if (phase.stopping()) return;
     const std::string where = m.rendezvous_addr + ":" + std::to_string(m.rendezvous_port);
     if (!r.ok || m.knocked_from.empty()) {
       m.nic.reset();
@@ -437,9 +442,12 @@ struct ElasticJob::Impl {
 
   // The set of usable hosts may have changed (discovery, an admission, a refusal, a blacklisting).
   void host_set_changed(HorovodHostUpdate update) {
-    if (stopping) return;
-    if (!started) return maybe_start();
-    if (resuming) return maybe_resume();
+    switch (phase.on(Event::kHostSetChanged)) {
+      case Action::kMaybeStart: return maybe_start();
+      case Action::kMaybeResume: return maybe_resume();
+      case Action::kNotifyCoordinator: break;
+      default: return;
+    }
     const auto hs = usable_hosts();
     if (slot_count(hs) < el.min_np) return;  // Horovod's driver sends nothing then
     if (assign_slots(hs, el.max_np) == assignment) return;
@@ -475,23 +483,21 @@ struct ElasticJob::Impl {
   // ---- rounds -------------------------------------------------------------------------------------
 
   void maybe_start() {
-    if (started || stopping) return;
+    if (phase.phase() != Phase::kWaiting) return;
     const auto hs = usable_hosts();
     if (slot_count(hs) < options.np) return;
     // Hosts still starting or being probed join first, unless the job is full without them.
     const bool busy = probing || std::any_of(hosts.begin(), hosts.end(), [](const JobHost& h) { return h.connecting; }) ||
                       std::any_of(members.begin(), members.end(), [](const Member& m) { return m.knocking; });
     if (busy && !(el.max_np && slot_count(hs) >= *el.max_np)) return;
-    started = true;
     slots_timer.cancel();
     activate(hs);
-    spdlog::warn("elastic: started {} ranks on {}", assignment.size(), fold_names(assignment_hosts(assignment)));
+    if (!phase.stopping()) spdlog::warn("elastic: started {} ranks on {}", assignment.size(), fold_names(assignment_hosts(assignment)));
   }
 
   void maybe_resume() {
     const auto hs = usable_hosts();
     if (slot_count(hs) < el.min_np) return;
-    resuming = false;
     slots_timer.cancel();
     activate(hs);
   }
@@ -514,6 +520,8 @@ struct ElasticJob::Impl {
       return fail("no host of the last world is left (" + fold_names(before) +
                   "), so no worker can hand the training state on; the job cannot go on");
     const bool first = assignment.empty();
+    end_forming();
+    phase.move_to(Phase::kOpen);
     assignment = std::move(next);
     registry.reset(static_cast<int>(assignment.size()));
     rendezvous->clear_keys();
@@ -521,23 +529,26 @@ struct ElasticJob::Impl {
       if (!first && std::find(before.begin(), before.end(), h) == before.end())
         spdlog::warn("{} joined: {} ranks now", h, assignment.size());
     const std::vector<int> started_ranks = start_workers();
+    if (phase.stopping()) return;
     // The old world's workers wait in rank_and_size. Answered now, they would begin Gloo's rendezvous at
     // once and wait there for the new workers, which are still starting (Python, torch: seconds); a new
     // host lost meanwhile would leave them stuck until Gloo's timeout (30 s), then aborting, and the job
     // with them (so under horovodrun). Held until every new worker has begun the rendezvous (forming),
     // they can still be given another world if one is lost: a failure during forming ends the round
     // (record_held_ready), and the next activation answers them.
-    forming.clear();
-    if (!held.empty() && !started_ranks.empty() && !stopping) {
+    if (!held.empty() && !started_ranks.empty()) {
       forming.insert(started_ranks.begin(), started_ranks.end());
+      phase.move_to(Phase::kForming);
       log_of(LogSubsys::kRendezvous)
           .info("holding the {} workers of the last world until the {} new ones reach the rendezvous", held.size(),
                 forming.size());
       forming_timer.expires_after(kFormingTimeout);
       forming_timer.async_wait([this, round = registry.round()](auto ec) {
-        if (ec || stopping || forming.empty() || registry.round() != round) return;
-        spdlog::warn("elastic: {} new workers did not reach the rendezvous within {}; the others go ahead",
-                     forming.size(), seconds_text(kFormingTimeout));
+        if (ec || registry.round() != round || phase.on(Event::kFormingTimeout) != Action::kRelease) return;
+        spdlog::warn("elastic: {} new workers ({}) did not reach the rendezvous within {}; the others go ahead and "
+                     "wait for them in Gloo's rendezvous. Check those hosts' start-up: the program's imports, its "
+                     "Python environment, a slow or full disk",
+                     forming.size(), forming_slots_text(), seconds_text(kFormingTimeout));
         release_held();
       });
       return;
@@ -545,10 +556,24 @@ struct ElasticJob::Impl {
     release_held();
   }
 
-  // The new world's held answers go out (activate()).
-  void release_held() {
+  // The new workers that have not begun the rendezvous, by slot ("host[local rank]").
+  std::string forming_slots_text() const {
+    std::vector<std::string> slots;
+    for (const SlotInfo& s : assignment)
+      if (forming.contains(s.rank)) slots.push_back(slot_text({s.host, s.local_rank}));
+    return fold_names(slots);
+  }
+
+  // kForming -> kOpen (no more held for new workers); nothing in another phase.
+  void end_forming() {
     forming.clear();
     forming_timer.cancel();
+    if (phase.phase() == Phase::kForming) phase.move_to(Phase::kOpen);
+  }
+
+  // The new world's held answers go out (activate()).
+  void release_held() {
+    end_forming();
     auto answers = std::move(held);
     held.clear();
     for (auto& [key, answer] : answers) {
@@ -559,7 +584,7 @@ struct ElasticJob::Impl {
   }
 
   void on_rank_published(int rank) {
-    if (forming.erase(rank) == 0) return;
+    if (phase.on(Event::kRankPublished) != Action::kReleaseIfLast || forming.erase(rank) == 0) return;
     log_of(LogSubsys::kRendezvous).debug("rank {} of the new world reached the rendezvous", rank);
     if (forming.empty()) release_held();
   }
@@ -570,8 +595,7 @@ struct ElasticJob::Impl {
   // record. Returns the round's end when that completed it.
   std::optional<RoundEnd> record_held_ready(const std::string& failing_host) {
     if (forming.empty()) return std::nullopt;
-    forming.clear();
-    forming_timer.cancel();
+    end_forming();
     for (const auto& [key, answer] : held) {
       if (key.first == failing_host || !slot_of(key) || registry.has_recorded(key.first, key.second)) continue;
       if (auto end = registry.record(key.first, key.second, WorkerState::kReady, false)) return end;
@@ -640,7 +664,8 @@ struct ElasticJob::Impl {
   }
 
   void on_rank_and_size(const std::string& host, int lr, std::function<void(std::string)> answer) {
-    if (stopping || !index_of.contains(host)) return answer(kUnassigned);
+    if (phase.on(Event::kRankAndSize) == Action::kAnswerUnassigned || !index_of.contains(host))
+      return answer(kUnassigned);
     const bool out = pool.blacklisted(host);
     if (out) return answer(kUnassigned);
     if (late.erase({host, lr}) > 0) {
@@ -655,12 +680,14 @@ struct ElasticJob::Impl {
   }
 
   void on_round_end(const RoundEnd& end) {
+    if (phase.on(Event::kRoundEnded) != Action::kEndRound) return;
     switch (end.kind) {
       case RoundEnd::Kind::kReset: {
+        end_forming();  // the held answers go out with the next world
         for (const std::string& h : end.blacklist) blacklist(h);
         const auto hs = usable_hosts();
         if (slot_count(hs) < el.min_np) {
-          resuming = true;
+          phase.move_to(Phase::kResuming);
           spdlog::warn("elastic: {} slots left, --min-np is {}; waiting up to {} for more (--elastic-timeout)",
                        slot_count(hs), el.min_np, seconds_text(std::chrono::duration_cast<milliseconds>(el.timeout)));
           arm_slots_timer(std::to_string(el.min_np) + " slots (--min-np) after a reset");
@@ -696,7 +723,7 @@ struct ElasticJob::Impl {
   void arm_slots_timer(const std::string& what) {
     slots_timer.expires_after(el.timeout);
     slots_timer.async_wait([this, what](auto ec) {
-      if (ec || stopping) return;
+      if (ec || phase.on(Event::kSlotsTimeout) != Action::kFail) return;
       const auto hs = usable_hosts();
       fail("timed out after " + seconds_text(std::chrono::duration_cast<milliseconds>(el.timeout)) +
            " (--elastic-timeout) waiting for " + what + ": " + std::to_string(slot_count(hs)) + " usable" +
@@ -760,12 +787,14 @@ struct ElasticJob::Impl {
     output->flush(m.rank);
     const SlotKey key{hosts[i].name, w.local_rank};
     if (running[key] == m.rank) running.erase(key);
-    if (stopping) return maybe_finish();
-    worker_ended(key, m);
+    const Action action = phase.on(Event::kWorkerExited);
+    if (action == Action::kMaybeFinish) return maybe_finish();
+    worker_ended(key, m, action == Action::kEndFormingRecord);
   }
 
   // driver.py _handle_worker_exit: only a worker whose slot is still assigned counts.
-  void worker_ended(const SlotKey& key, const ExitedMsg& m) {
+  // `forming`: the new world is forming (kEndFormingRecord).
+  void worker_ended(const SlotKey& key, const ExitedMsg& m, bool forming_now) {
     if (!slot_of(key)) {
       log_of(LogSubsys::kRank).info("{} ended ({}) outside the assignment; ignored", slot_text(key), describe_exit(m));
       return;
@@ -780,7 +809,7 @@ struct ElasticJob::Impl {
       }
     }
     late.erase(key);
-    if (!ok)
+    if (!ok && forming_now)
       if (auto end = record_held_ready(key.first)) return on_round_end(*end);
     if (auto end = registry.record(key.first, key.second, ok ? WorkerState::kSuccess : WorkerState::kFailure, false))
       return on_round_end(*end);
@@ -798,7 +827,7 @@ struct ElasticJob::Impl {
     const int round = registry.round();
     late_timer.expires_after(kLateGrace);
     late_timer.async_wait([this, round](auto ec) {
-      if (ec || stopping || resuming || registry.round() != round) return;
+      if (ec || registry.round() != round || phase.on(Event::kLateGraceOver) != Action::kEndRoundEarly) return;
       early_round_end();
     });
   }
@@ -833,7 +862,8 @@ struct ElasticJob::Impl {
   void on_agent_closed(std::size_t i, const std::string& error) {
     if (links->closed(i)) return;
     links->mark_closed(i);
-    if (finished) return poll_closed();
+    const Action action = phase.on(Event::kAgentLost);
+    if (action == Action::kPollClosed) return poll_closed();
     if (members[i].refused) return;  // refuse() shut it down; it ran no worker
     JobHost& h = hosts[i];
     const bool was_ready = h.ready.has_value();
@@ -851,7 +881,7 @@ struct ElasticJob::Impl {
         gone.push_back({h.name, workers[id].local_rank});
       }
     for (const auto& k : gone) running.erase(k);
-    if (stopping) return maybe_finish();
+    if (action == Action::kMaybeFinish) return maybe_finish();
     spdlog::warn("{} lost ({}){}", h.name, agent_loss_reason(h, error),
                  gone.empty() ? std::string("; it ran no worker") : "; its " + std::to_string(gone.size()) + " workers count as failed");
     if (!change_at) {
@@ -859,10 +889,10 @@ struct ElasticJob::Impl {
       change_what = "the loss of " + h.name;
     }
     if (!was_ready && !members[i].admitted) maybe_probe();
-    if (!gone.empty())
+    if (!gone.empty() && action == Action::kEndFormingRecord)
       if (auto end = record_held_ready(h.name)) return on_round_end(*end);
     for (const auto& k : gone) {
-      if (stopping) break;
+      if (phase.stopping()) break;
       if (!slot_of(k)) continue;
       late.erase(k);
       if (auto end = registry.record(k.first, k.second, WorkerState::kFailure, false)) {
@@ -871,7 +901,7 @@ struct ElasticJob::Impl {
       }
       arm_late_timer();
     }
-    if (!stopping && gone.empty()) {
+    if (!phase.stopping() && gone.empty()) {
       // Out for its cooldown like a host whose workers failed: a host whose agent keeps failing is not
       // started again at every discovery run (gone_for_good).
       blacklist(h.name);
@@ -882,7 +912,7 @@ struct ElasticJob::Impl {
   // ---- the end ----------------------------------------------------------------------------------
 
   void fail(const std::string& why) {
-    if (stopping) return;
+    if (phase.stopping()) return;
     spdlog::error("{}", why);
     if (exit_code == kExitOk) exit_code = kExitLaunchFailed;
     stop_all(options.kill_grace);
@@ -890,7 +920,7 @@ struct ElasticJob::Impl {
 
   void on_signal(const boost::system::error_code& ec, int sig) {
     if (ec) return;
-    if (stopping) {
+    if (phase.on(Event::kSignal) == Action::kFinishNow) {
       spdlog::warn("received {} again; stopping at once", signal_name(sig));
       return finish();
     }
@@ -901,13 +931,12 @@ struct ElasticJob::Impl {
   }
 
   void stop_all(milliseconds grace) {
-    if (stopping) return;
-    stopping = true;
+    if (phase.stopping()) return;
+    end_forming();
+    phase.move_to(Phase::kStopping);
     slots_timer.cancel();
     probe_timer.cancel();
     late_timer.cancel();
-    forming_timer.cancel();
-    forming.clear();
     probing.reset();
     // Held rank_and_size requests stay unanswered: "-1,..." would make Horovod abort those workers with
     // a core dump's worth of output, while SIGTERM ends them quietly. The rendezvous closes at finish().
@@ -925,8 +954,8 @@ struct ElasticJob::Impl {
   }
 
   void finish() {
-    if (finished) return;
-    finished = true;
+    if (phase.phase() == Phase::kDone) return;
+    phase.move_to(Phase::kDone);
     stop_timer.cancel();
     discovery.reset();
     links->send_all(ShutdownMsg{});
