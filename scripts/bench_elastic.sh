@@ -10,6 +10,9 @@
 #
 #   scripts/bench_elastic.sh                     # BENCH_ELASTIC_REPS rounds (default 5), medians
 #   BENCH_ELASTIC_DOC=docs/BENCHMARKS.md scripts/bench_elastic.sh   # also write that section (quiet machine only)
+#   BENCH_ELASTIC_ONLY=hvrun BENCH_ELASTIC_LOGS=/tmp/logs scripts/bench_elastic.sh
+#       # one launcher only (never written to the doc); each run's log kept in that folder, hvrun's at
+#       # --hvrun-log-level debug
 #
 # Prints a markdown table (medians, min and max of each figure per launcher, the load average before and
 # after). Exit status: 0 when every run gave its figures, 1 otherwise (each failure's reason is printed).
@@ -30,6 +33,12 @@ die() { printf 'bench_elastic: error: %s\n' "$*" >&2; exit 1; }
 
 [[ $(id -u) -eq 0 ]] || die "must run as root (the lab uses network namespaces)"
 [[ $reps =~ ^[1-9][0-9]*$ ]] || die "BENCH_ELASTIC_REPS '$reps' must be a positive number"
+only=${BENCH_ELASTIC_ONLY:-}
+[[ -z $only || $only == hvrun || $only == horovodrun ]] || die "BENCH_ELASTIC_ONLY '$only' must be hvrun or horovodrun"
+logs=${BENCH_ELASTIC_LOGS:-}
+[[ -z $logs ]] || mkdir -p "$logs" || die "cannot make BENCH_ELASTIC_LOGS folder $logs"
+hvrun_log=()
+[[ -z $logs ]] || hvrun_log=(--hvrun-log-level debug)
 [[ -x $hvrun && -x $(dirname "$hvrun")/hvrun-agent ]] || die "no hvrun and hvrun-agent at $hvrun (build first, or set HVRUN)"
 [[ -f $site/horovod/__init__.py ]] || die "no Horovod under $site: run scripts/horovod.sh"
 [[ -f $example ]] || die "no $example (../shared beside the checkout)"
@@ -65,7 +74,7 @@ failures=0
 run_one() { # LAUNCHER REP
   local which=$1 rep=$2 marker="HVRUN_BENCH_ELASTIC=$1-$2-$$" argv out
   if [[ $which == hvrun ]]; then
-    argv=$(argv_json "$lab" exec 0 env HOME="$home" "$hvrun" -p "$LAB_PORT" -i "$LAB_KEY" "${elastic[@]}" \
+    argv=$(argv_json "$lab" exec 0 env HOME="$home" "$hvrun" "${hvrun_log[@]}" -p "$LAB_PORT" -i "$LAB_KEY" "${elastic[@]}" \
       -x PYTHONPATH="$site" -x HOROVOD_LOG_LEVEL=debug -x OMP_NUM_THREADS=1 -x "$marker" \
       "$python" "$example" "${example_args[@]}")
   else
@@ -83,12 +92,14 @@ run_one() { # LAUNCHER REP
     say "FAILED: $which round $rep: $(tail -n 1 "$work/$which-$rep.err") (log: last lines follow)"
     tail -n 5 "$work/$which-$rep.log" >&2 || true
   fi
+  [[ -z $logs ]] || cp "$work/$which-$rep.log" "$work/$which-$rep.err" "$logs/" 2>/dev/null || true
 }
 
 load_before=$(cut -d' ' -f1 /proc/loadavg)
 for ((rep = 1; rep <= reps; rep++)); do
   order=(hvrun horovodrun)
   ((rep % 2)) || order=(horovodrun hvrun)
+  [[ -z $only ]] || order=("$only")
   for which in "${order[@]}"; do run_one "$which" "$rep"; done
 done
 load_after=$(cut -d' ' -f1 /proc/loadavg)
@@ -116,7 +127,7 @@ section=$work/section.md
   done
 } >"$section"
 cat "$section"
-if [[ -n ${BENCH_ELASTIC_DOC:-} ]] && ((failures == 0)); then
+if [[ -n ${BENCH_ELASTIC_DOC:-} && -z $only ]] && ((failures == 0)); then
   write_section "$BENCH_ELASTIC_DOC" "## Elastic: a host joins, a host's worker is killed (issue 21)" "$section" &&
     say "written to $BENCH_ELASTIC_DOC"
 fi
