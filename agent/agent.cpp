@@ -26,6 +26,7 @@
 #include <optional>
 #include <set>
 #include <spdlog/spdlog.h>
+#include <algorithm>
 #include <vector>
 
 #include "agent/agent_state.hpp"
@@ -340,6 +341,19 @@ struct Agent::Impl {
   // Heartbeats, terminate and shutdown: the decision is all there is to do.
   template <typename M>
   void handle(const M&) {}
+
+  // A terminate for some ranks only (an elastic worker replaced): SIGKILL to each one's group. What one
+  // of them moved out of its group is left to the job's end (signal_all's sweep at the shutdown).
+  void handle(const TerminateMsg& m) {
+    for (const auto& r : ranks.entries()) {
+      if (r.reaped || std::find(m.ranks.begin(), m.ranks.end(), r.rank) == m.ranks.end()) continue;
+      try {
+        signal_group(r.pid, SIGKILL);
+      } catch (const Error& e) {
+        spdlog::warn("rank {}: {}", r.rank, e.what());
+      }
+    }
+  }
 
   void carry_out(const AgentState::Decision& d) {
     if (d.signal != 0) signal_all(d.signal);

@@ -51,6 +51,7 @@ AgentState::Decision AgentState::on_message(const ControlMessage& msg) {
           if (phase_ == Phase::kAwaitingJob) throw ProtocolError("launcher: stacks request before the job message");
           return {};
         } else if constexpr (std::is_same_v<M, TerminateMsg>) {
+          if (!m.ranks.empty()) return {};  // the listed ranks alone: the agent's own (Agent::handle)
           return {SIGTERM, std::chrono::milliseconds(m.grace_ms), End::kNone};
         } else if constexpr (std::is_same_v<M, ShutdownMsg>) {
           // The launcher has every exit it needs; whatever the ranks left behind in their groups goes now.

@@ -98,7 +98,7 @@ TEST_CASE("agent links: output is acknowledged in quarter windows, held back whi
   io.run_for(100ms);
   REQUIRE(agent.count<hvrun::OutputAckMsg>() == 1);
   links.acknowledge_all();  // stdout caught up
-  links.send_all(hvrun::TerminateMsg{5});
+  links.send_all(hvrun::TerminateMsg{5, {}});
   io.restart();
   io.run_for(100ms);
   std::vector<int> acks;

@@ -120,11 +120,14 @@ TEST_CASE("agent state: heartbeats, acks, terminate and shutdown are accepted in
   REQUIRE(s.phase() == phase);
   check_nothing(s.on_message(hvrun::HeartbeatMsg{}));
   check_nothing(s.on_message(hvrun::OutputAckMsg{1}));  // its bounds are OutputFlow's
-  const auto t = s.on_message(hvrun::TerminateMsg{2500});
+  const auto t = s.on_message(hvrun::TerminateMsg{2500, {}});
   CHECK(t.signal == SIGTERM);
   REQUIRE(t.kill_after);
   CHECK(*t.kill_after == 2500ms);
   CHECK(t.end == End::kNone);
+  CHECK(s.phase() == phase);
+  // Some ranks only (an elastic worker replaced): the agent kills those itself; nothing for the others.
+  check_nothing(s.on_message(hvrun::TerminateMsg{2500, {3}}));
   CHECK(s.phase() == phase);
   const auto d = s.on_message(hvrun::ShutdownMsg{});
   CHECK(d.signal == SIGKILL);

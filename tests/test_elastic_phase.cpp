@@ -26,9 +26,10 @@ TEST_CASE("elastic phase: the first world, forming, a reset that waits, and the 
   CHECK(p.on(Event::kHostSetChanged) == Action::kNotifyCoordinator);
   CHECK(p.on(Event::kRankAndSize) == Action::kHold);
   CHECK(p.on(Event::kSlotsTimeout) == Action::kIgnore);  // --elastic-timeout counts only while waiting
-  CHECK(p.on(Event::kRankPublished) == Action::kIgnore);
   CHECK(p.on(Event::kWorkerExited) == Action::kRecord);
   CHECK(p.on(Event::kLateGraceOver) == Action::kEndRoundEarly);
+  CHECK(p.on(Event::kReplaceTimeout) == Action::kReplaceSilent);
+  CHECK(p.on(Event::kRankPublished) == Action::kNoteReplacement);  // a replacement worker's
 
   p.move_to(Phase::kForming);
   CHECK(p.on(Event::kRankPublished) == Action::kReleaseIfLast);
@@ -42,6 +43,7 @@ TEST_CASE("elastic phase: the first world, forming, a reset that waits, and the 
   CHECK(p.on(Event::kHostSetChanged) == Action::kMaybeResume);
   CHECK(p.on(Event::kSlotsTimeout) == Action::kFail);
   CHECK(p.on(Event::kLateGraceOver) == Action::kIgnore);
+  CHECK(p.on(Event::kReplaceTimeout) == Action::kIgnore);  // its slot may not be in the next world
   p.move_to(Phase::kOpen);
 
   CHECK(p.on(Event::kSignal) == Action::kStopAll);

@@ -16,7 +16,7 @@ namespace hvrun {
 // Raised whenever a control message changes (a field added, removed or changing meaning). HelloMsg
 // carries it and the launcher refuses an agent of another one, so neither side misreads the other.
 // An agent whose hello lacks it speaks version 1.
-inline constexpr int kControlVersion = 7;
+inline constexpr int kControlVersion = 8;
 
 // launcher → agent, first message: the job's secret and how often each side must hear the other.
 // Either side that hears nothing for heartbeat_ms decides the other is gone.
@@ -204,9 +204,12 @@ struct FatalMsg {
   std::string error;
 };
 
-// launcher → agent: stop every rank: SIGTERM to each process group, SIGKILL after grace_ms.
+// launcher → agent: stop the ranks: SIGTERM to each process group, SIGKILL after grace_ms.
 struct TerminateMsg {
   int grace_ms = 0;
+  // Empty: every rank (SIGTERM, SIGKILL after grace_ms). Otherwise only these ranks' groups, with SIGKILL
+  // at once, grace_ms unused: an elastic worker that hvrun replaces (nothing of it is kept).
+  std::vector<int> ranks;
 };
 
 // launcher → agent: send every running rank's stacks (agent/stack_collector.hpp) within timeout_ms,

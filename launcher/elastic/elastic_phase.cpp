@@ -24,10 +24,12 @@ constexpr std::array<std::array<Action, ElasticPhase::kPhases>, ElasticPhase::kE
     /* kRankAndSize */ {A::kAnswerUnassigned, A::kHold, A::kHold, A::kHold, A::kAnswerUnassigned, A::kAnswerUnassigned},
     /* kWorkerExited */ {A::kRecord, A::kRecord, A::kEndFormingRecord, A::kRecord, A::kMaybeFinish, A::kMaybeFinish},
     /* kAgentLost */ {A::kRecord, A::kRecord, A::kEndFormingRecord, A::kRecord, A::kMaybeFinish, A::kPollClosed},
-    /* kRankPublished */ {A::kIgnore, A::kIgnore, A::kReleaseIfLast, A::kIgnore, A::kIgnore, A::kIgnore},
+    /* kRankPublished */ {A::kIgnore, A::kNoteReplacement, A::kReleaseIfLast, A::kIgnore, A::kIgnore, A::kIgnore},
     /* kRoundEnded */ {A::kIgnore, A::kEndRound, A::kEndRound, A::kEndRound, A::kIgnore, A::kIgnore},
     /* kLateGraceOver */ {A::kIgnore, A::kEndRoundEarly, A::kEndRoundEarly, A::kIgnore, A::kIgnore, A::kIgnore},
     /* kFormingTimeout */ {A::kIgnore, A::kIgnore, A::kRelease, A::kIgnore, A::kIgnore, A::kIgnore},
+    // Waiting after a reset, the silent worker's slot may not be in the next world: left to Gloo's timeout.
+    /* kReplaceTimeout */ {A::kIgnore, A::kReplaceSilent, A::kReplaceSilent, A::kIgnore, A::kIgnore, A::kIgnore},
     /* kSlotsTimeout */ {A::kFail, A::kIgnore, A::kIgnore, A::kFail, A::kIgnore, A::kIgnore},
     /* kSignal */ {A::kStopAll, A::kStopAll, A::kStopAll, A::kStopAll, A::kFinishNow, A::kFinishNow},
 }};
@@ -90,6 +92,7 @@ std::string_view ElasticPhase::name(Event e) {
     case Event::kRoundEnded: return "kRoundEnded";
     case Event::kLateGraceOver: return "kLateGraceOver";
     case Event::kFormingTimeout: return "kFormingTimeout";
+    case Event::kReplaceTimeout: return "kReplaceTimeout";
     case Event::kSlotsTimeout: return "kSlotsTimeout";
     case Event::kSignal: return "kSignal";
   }
@@ -112,6 +115,8 @@ std::string_view ElasticPhase::name(Action a) {
     case Action::kMaybeFinish: return "kMaybeFinish";
     case Action::kPollClosed: return "kPollClosed";
     case Action::kReleaseIfLast: return "kReleaseIfLast";
+    case Action::kNoteReplacement: return "kNoteReplacement";
+    case Action::kReplaceSilent: return "kReplaceSilent";
     case Action::kRelease: return "kRelease";
     case Action::kEndRound: return "kEndRound";
     case Action::kEndRoundEarly: return "kEndRoundEarly";

@@ -41,10 +41,11 @@ class ElasticPhase {
     kRoundEnded,           // the registry says the round is complete
     kLateGraceOver,        // kLateGrace after a failure, with workers still silent
     kFormingTimeout,       // kFormingTimeout while forming
+    kReplaceTimeout,       // kReplaceAfter after a round ended without workers still silent (`late`)
     kSlotsTimeout,         // --elastic-timeout while too few slots are usable
     kSignal,               // SIGINT or SIGTERM
   };
-  static constexpr std::size_t kEvents = 13;
+  static constexpr std::size_t kEvents = 14;
 
   enum class Action {
     kIgnore,             // nothing (the event cannot matter in this phase)
@@ -61,6 +62,8 @@ class ElasticPhase {
     kMaybeFinish,        // once no worker runs: kDone
     kPollClosed,         // once every agent is gone: the loop ends
     kReleaseIfLast,      // the last new worker to publish releases the held answers: kOpen
+    kNoteReplacement,    // a replacement worker began the rendezvous: the job goes on once all have
+    kReplaceSilent,      // each `late` worker still silent is killed (TerminateMsg::ranks) and started afresh
     kRelease,            // release the held answers anyway, naming the slots that did not come: kOpen
     kEndRound,           // kReset: blacklist, then activate (kOpen or kForming) or kResuming; else kStopping
     kEndRoundEarly,      // the still silent workers count as READY (`late`), which may end the round

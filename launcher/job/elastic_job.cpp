@@ -71,6 +71,13 @@ constexpr milliseconds kKnockTimeout{5000};
 // new workers start and reach Gloo's rendezvous (forming, in activate()); then they are answered anyway.
 // Python and torch's import take seconds on a loaded host.
 constexpr milliseconds kFormingTimeout{60000};
+// A worker still silent this long after its round ended without it (`late`) is killed and replaced by a
+// fresh one on its slot. Such a worker is blocked in a collective: a recv from a peer that failed or reset
+// does not wake when that peer's connection closes (Gloo's unbound buffers wait for their timeout,
+// HOROVOD_GLOO_TIMEOUT_SECONDS, 30 s), while the others wait for it in the new world's rendezvous. Its
+// state is a copy of the others' (elastic workers sync from rank 0 on each reset), so nothing is lost, and
+// a fresh worker's start (Python, torch: seconds) is far shorter than the wait.
+constexpr milliseconds kReplaceAfter{3000};
 
 using SlotKey = std::pair<std::string, int>;
 using Phase = ElasticPhase::Phase;
@@ -93,6 +100,7 @@ struct ElasticJob::Impl {
         stop_timer(io),
         late_timer(io),
         forming_timer(io),
+        replace_timer(io),
         secret(JobSecret::generate()),
         pool(el.cooldown, [] {
           static std::mt19937 gen{std::random_device{}()};
@@ -129,6 +137,7 @@ struct ElasticJob::Impl {
   asio::steady_timer stop_timer;   // the kill grace, then the shutdown's
   asio::steady_timer late_timer;   // kLateGrace after a failure in the round
   asio::steady_timer forming_timer;  // kFormingTimeout while the new world forms
+  asio::steady_timer replace_timer;  // kReplaceAfter once a round ended without silent workers
   JobSecret secret;
   ElasticHosts pool;
   WorkerRegistry registry;
@@ -152,6 +161,11 @@ struct ElasticJob::Impl {
   // Slots whose round hvrun ended without them (early_round_end): their next rank_and_size is answered
   // at once from the assignment, not recorded.
   std::set<SlotKey> late;
+  // Late slots whose worker hvrun killed to start a fresh one there (replace_silent); it starts when the
+  // old one's exit arrives.
+  std::set<SlotKey> replacing;
+  // The ranks of replacement workers that have not yet begun Gloo's rendezvous.
+  std::set<int> replacements;
   // The ranks of the new world's new workers that have not yet begun Gloo's rendezvous, while the old
   // world's workers are held for them (activate()); empty otherwise.
   std::set<int> forming;
@@ -521,6 +535,7 @@ struct ElasticJob::Impl {
                   "), so no worker can hand the training state on; the job cannot go on");
     const bool first = assignment.empty();
     end_forming();
+    replacements.clear();
     phase.move_to(Phase::kOpen);
     assignment = std::move(next);
     registry.reset(static_cast<int>(assignment.size()));
@@ -584,7 +599,10 @@ struct ElasticJob::Impl {
   }
 
   void on_rank_published(int rank) {
-    if (phase.on(Event::kRankPublished) != Action::kReleaseIfLast || forming.erase(rank) == 0) return;
+    const Action action = phase.on(Event::kRankPublished);
+    if (action == Action::kNoteReplacement && replacements.erase(rank) > 0 && replacements.empty())
+      return maybe_report_resumed();
+    if (action != Action::kReleaseIfLast || forming.erase(rank) == 0) return;
     log_of(LogSubsys::kRendezvous).debug("rank {} of the new world reached the rendezvous", rank);
     if (forming.empty()) release_held();
   }
@@ -606,7 +624,7 @@ struct ElasticJob::Impl {
   // Once every worker of the new world has its answer (or is new), the line that says the job goes on,
   // and how long after the change that began it.
   void maybe_report_resumed() {
-    if (!change_at) return;
+    if (!change_at || !replacing.empty() || !replacements.empty()) return;
     if (std::any_of(assignment.begin(), assignment.end(),
                     [this](const SlotInfo& s) { return late.contains({s.host, s.local_rank}); }))
       return;
@@ -667,7 +685,7 @@ struct ElasticJob::Impl {
     if (phase.on(Event::kRankAndSize) == Action::kAnswerUnassigned || !index_of.contains(host))
       return answer(kUnassigned);
     const bool out = pool.blacklisted(host);
-    if (out) return answer(kUnassigned);
+    if (out || replacing.contains({host, lr})) return answer(kUnassigned);  // replacing: being killed
     if (late.erase({host, lr}) > 0) {
       const auto slot = slot_of({host, lr});
       log_of(LogSubsys::kRendezvous).info("{} re-initialises after its round ended; answered at once", slot_text({host, lr}));
@@ -717,7 +735,7 @@ struct ElasticJob::Impl {
                  until ? "for " + seconds_text(std::chrono::duration_cast<milliseconds>(*until - Clock::now()))
                        : std::string("for the rest of the job (no --blacklist-cooldown-range)"));
     const std::size_t i = index_of.at(host);
-    if (links->live(i)) links->send(i, TerminateMsg{static_cast<int>(options.kill_grace.count())});
+    if (links->live(i)) links->send(i, TerminateMsg{static_cast<int>(options.kill_grace.count()), {}});
   }
 
   void arm_slots_timer(const std::string& what) {
@@ -795,6 +813,7 @@ struct ElasticJob::Impl {
   // driver.py _handle_worker_exit: only a worker whose slot is still assigned counts.
   // `forming`: the new world is forming (kEndFormingRecord).
   void worker_ended(const SlotKey& key, const ExitedMsg& m, bool forming_now) {
+    if (replacing.erase(key) > 0) return start_replacement(key);
     if (!slot_of(key)) {
       log_of(LogSubsys::kRank).info("{} ended ({}) outside the assignment; ignored", slot_text(key), describe_exit(m));
       return;
@@ -839,11 +858,54 @@ struct ElasticJob::Impl {
     if (silent.empty()) return;
     log_of(LogSubsys::kRendezvous)
         .info("ending the round without {} still silent {} after a failure", silent.size(), seconds_text(kLateGrace));
+    replace_timer.expires_after(kReplaceAfter);
+    replace_timer.async_wait([this](auto ec) {
+      if (!ec && phase.on(Event::kReplaceTimeout) == Action::kReplaceSilent) replace_silent();
+    });
     for (const SlotKey& k : silent) {
       late.insert(k);
       if (auto end = registry.record(k.first, k.second, WorkerState::kReady, pool.blacklisted(k.first)))
         return on_round_end(*end);
     }
+  }
+
+  // The late workers that are still silent kReplaceAfter after their round ended (blocked until Gloo's
+  // timeout) are killed; each one's exit starts a fresh worker on its slot (start_replacement).
+  void replace_silent() {
+    for (const SlotKey& k : late) {
+      const auto it = running.find(k);
+      const auto slot = slot_of(k);
+      if (it == running.end() || !slot || replacing.contains(k)) continue;
+      if (slot->rank == 0) {
+        // The others sync their state from rank 0 on each reset (state.sync()): a fresh rank 0 would hand
+        // them its initial state, losing the training's. Left to Gloo's timeout.
+        log_of(LogSubsys::kRank).info("{} is silent, but rank 0 of the new world: left to Gloo's timeout", slot_text(k));
+        continue;
+      }
+      const std::size_t host = workers[static_cast<std::size_t>(it->second)].host;
+      if (!links->live(host)) continue;
+      spdlog::warn("worker {} is still silent {} after the failure (blocked in a collective until Gloo's timeout, "
+                   "HOROVOD_GLOO_TIMEOUT_SECONDS): replacing it with a fresh worker",
+                   slot_text(k), seconds_text(kLateGrace + kReplaceAfter));
+      replacing.insert(k);
+      links->send(host, TerminateMsg{0, {it->second}});
+    }
+  }
+
+  // A replaced worker has exited: a fresh one for its slot, if the slot is still assigned. It joins as a
+  // newcomer does (its first hvd.init reads its rank from the environment); the others wait for it in
+  // Gloo's rendezvous, or, while forming, stay held until it reaches it.
+  void start_replacement(const SlotKey& key) {
+    late.erase(key);
+    if (!slot_of(key)) return maybe_report_resumed();
+    const std::vector<int> started_ranks = start_workers();
+    if (phase.stopping()) return;
+    log_of(LogSubsys::kRank).info("{} replaced: a fresh worker starts", slot_text(key));
+    if (phase.phase() == Phase::kForming)
+      forming.insert(started_ranks.begin(), started_ranks.end());
+    else
+      replacements.insert(started_ranks.begin(), started_ranks.end());
+    maybe_report_resumed();
   }
 
   void handle(std::size_t i, FatalMsg m) {
@@ -893,6 +955,7 @@ struct ElasticJob::Impl {
       if (auto end = record_held_ready(h.name)) return on_round_end(*end);
     for (const auto& k : gone) {
       if (phase.stopping()) break;
+      replacing.erase(k);
       if (!slot_of(k)) continue;
       late.erase(k);
       if (auto end = registry.record(k.first, k.second, WorkerState::kFailure, false)) {
@@ -937,11 +1000,12 @@ struct ElasticJob::Impl {
     slots_timer.cancel();
     probe_timer.cancel();
     late_timer.cancel();
+    replace_timer.cancel();
     probing.reset();
     // Held rank_and_size requests stay unanswered: "-1,..." would make Horovod abort those workers with
     // a core dump's worth of output, while SIGTERM ends them quietly. The rendezvous closes at finish().
     held.clear();
-    links->send_all(TerminateMsg{static_cast<int>(grace.count())});
+    links->send_all(TerminateMsg{static_cast<int>(grace.count()), {}});
     stop_timer.expires_after(grace + kAfterKillSlack);
     stop_timer.async_wait([this](auto ec) {
       if (!ec) finish();

@@ -802,7 +802,7 @@ struct Job::Impl {
     restart_since = Clock::now();
     spdlog::warn("{}: stopping all ranks to restart them (restart {} of {}, --max-restarts)", why, restarts.used(),
                  restarts.max());
-    links->send_all(TerminateMsg{static_cast<int>(options.kill_grace.count())});
+    links->send_all(TerminateMsg{static_cast<int>(options.kill_grace.count()), {}});
     arm_deadline(options.kill_grace + kAfterKillSlack, [this] {
       std::vector<std::string> stuck;
       for (std::size_t i : exits.hosts_running()) stuck.push_back(hosts.at(i).name);
@@ -891,7 +891,7 @@ struct Job::Impl {
 
   void stop_ranks(milliseconds grace) {
     if (!teardown.stop_ranks()) return;
-    links->send_all(TerminateMsg{static_cast<int>(grace.count())});
+    links->send_all(TerminateMsg{static_cast<int>(grace.count()), {}});
     arm_deadline(grace + kAfterKillSlack, [this] {
       spdlog::warn("some agents did not confirm that their ranks ended; closing their channels");
       shut_down();
