@@ -52,14 +52,7 @@ work=$(mktemp -d /tmp/hvrun-bench-elastic.XXXXXX)
 source "$root/scripts/lib/lab_bench.sh"
 lab_bench_setup "$work" "$lab" bench_elastic
 
-say "lab: 4 hosts, load $(cut -d' ' -f1 /proc/loadavg)"
-LAB_SSHD=1 LAB_RECREATE=1 LAB_FABRIC_NAMES=eth1 "$lab" up 4 >"$work/up.log" 2>&1 ||
-  { cat "$work/up.log" >&2; die "lab up failed"; }
-eval "$("$lab" env)"
-read -r -a H <<<"$LAB_HOSTS"
-home=$work/home
-mkdir -p "$home/.ssh"
-chmod 700 "$home" "$home/.ssh"
+lab_bench_horovod_lab 4
 hosts_file=$work/hosts
 printf '#!/bin/sh\nexec cat %s\n' "$hosts_file" >"$work/discover.sh"
 chmod 755 "$work/discover.sh"

@@ -79,10 +79,10 @@ constexpr milliseconds kFormingTimeout{60000};
 // a fresh worker's start (Python, torch: seconds) is far shorter than the wait.
 constexpr milliseconds kReplaceAfter{3000};
 
-using SlotKey = std::pair<std::string, int>;
+using SlotKey = std::pair<std::string, int>;  // (host as discovered, local rank)
 using Phase = ElasticPhase::Phase;
 using Event = ElasticPhase::Event;
-using Action = ElasticPhase::Action;  // (host as discovered, local rank)
+using Action = ElasticPhase::Action;
 
 std::string slot_text(const SlotKey& k) { return k.first + "[" + std::to_string(k.second) + "]"; }
 
@@ -811,7 +811,7 @@ struct ElasticJob::Impl {
   }
 
   // driver.py _handle_worker_exit: only a worker whose slot is still assigned counts.
-  // `forming`: the new world is forming (kEndFormingRecord).
+  // `forming_now`: the new world is forming (kEndFormingRecord).
   void worker_ended(const SlotKey& key, const ExitedMsg& m, bool forming_now) {
     if (replacing.erase(key) > 0) return start_replacement(key);
     if (!slot_of(key)) {
@@ -897,6 +897,8 @@ struct ElasticJob::Impl {
   // Gloo's rendezvous, or, while forming, stay held until it reaches it.
   void start_replacement(const SlotKey& key) {
     late.erase(key);
+    // Waiting after a reset, the next activation starts a worker for each assigned slot without one.
+    if (phase.phase() == Phase::kResuming) return;
     if (!slot_of(key)) return maybe_report_resumed();
     const std::vector<int> started_ranks = start_workers();
     if (phase.stopping()) return;

@@ -19,6 +19,8 @@ import sys
 import threading
 import time
 
+from lab_procs import kill_marked, marked, stop_group
+
 REINIT = re.compile(r"reinitialization complete, updated rank: \d+ -> \d+ size: (\d+) -> (\d+)")
 STEP = "<stdout>:Iter #"
 
@@ -84,21 +86,6 @@ def reinit_to(before, after, start_index=0):
     return pred
 
 
-def marked(marker, extra=None):
-    pids = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/environ", "rb") as f:
-                env = f.read().split(b"\0")
-        except OSError:
-            continue
-        if marker.encode() in env and (extra is None or extra.encode() in env):
-            pids.append(int(name))
-    return pids
-
-
 def main():
     argv = json.loads(sys.argv[1])
     hosts_file, h1, h2, h3, marker = sys.argv[2:7]
@@ -134,25 +121,8 @@ def main():
         loss_s = reader.lines[first2][0] - t_kill
         print(f"{join_s:.3f}\t{loss_s:.3f}", flush=True)
     finally:
-        try:
-            os.killpg(proc.pid, signal.SIGINT)
-            proc.wait(30)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait()
-        for _ in range(20):
-            left = marked(marker)
-            if not left:
-                break
-            for pid in left:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            time.sleep(0.5)
+        stop_group(proc)
+        kill_marked(marker)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
 # What a benchmark on scripts/lab.sh's labs does around its runs: the lab torn down and the kernel limits
-# restored however it ends, and scripts/bench/run_timed built. Sourced by bench_scale.sh and bench_ab.sh.
+# restored however it ends, and scripts/bench/run_timed built. Sourced by bench_scale.sh, bench_ab.sh,
+# bench_elastic.sh and bench_horovod_start.sh.
 #   lab_bench_setup WORK LAB NAME   # NAME: the caller's, for messages; sets $timer, traps EXIT/INT/TERM
+#   lab_bench_horovod_lab N         # after lab_bench_setup: the lab of the Horovod benchmarks (below)
 
 # lab.sh raises the kernel's shared neighbour tables and pid_max and never lowers them: restored on exit.
 lab_bench_keys=() lab_bench_old=()
@@ -27,4 +29,22 @@ lab_bench_setup() {
     old=$(sysctl -n "$key" 2>/dev/null) || continue
     lab_bench_keys+=("$key") lab_bench_old+=("$old")
   done
+}
+
+# lab.sh up N as the Horovod benchmarks (bench_elastic.sh, bench_horovod_start.sh) need it: sshds, and every
+# host's fabric NIC named eth1, since horovodrun takes one --network-interface for all hosts. Then its
+# variables (LAB_HOSTS, LAB_KEY, LAB_PORT, ...), H (the host names) and home (an empty HOME for the
+# launchers, in the work folder).
+lab_bench_horovod_lab() {
+  printf '%s: lab: %s hosts, load %s\n' "$lab_bench_name" "$1" "$(cut -d' ' -f1 /proc/loadavg)" >&2
+  LAB_SSHD=1 LAB_RECREATE=1 LAB_FABRIC_NAMES=eth1 "$lab_bench_lab" up "$1" >"$lab_bench_work/up.log" 2>&1 || {
+    cat "$lab_bench_work/up.log" >&2
+    printf '%s: error: lab up failed\n' "$lab_bench_name" >&2
+    exit 1
+  }
+  eval "$("$lab_bench_lab" env)"
+  read -r -a H <<<"$LAB_HOSTS"
+  home=$lab_bench_work/home
+  mkdir -p "$home/.ssh"
+  chmod 700 "$home" "$home/.ssh"
 }
