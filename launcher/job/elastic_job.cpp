@@ -78,6 +78,10 @@ constexpr milliseconds kFormingTimeout{60000};
 // state is a copy of the others' (elastic workers sync from rank 0 on each reset), so nothing is lost, and
 // a fresh worker's start (Python, torch: seconds) is far shorter than the wait.
 constexpr milliseconds kReplaceAfter{3000};
+// A coordinator told of a host change while it re-initialises loses the notice: Horovod's
+// State.on_reset() empties its queue of host updates after hvd.init(). While the usable hosts would still
+// give another assignment than the world's, the notice is repeated this often (host_set_changed).
+constexpr milliseconds kRenotifyPeriod{5000};
 
 using SlotKey = std::pair<std::string, int>;  // (host as discovered, local rank)
 using Phase = ElasticPhase::Phase;
@@ -101,6 +105,7 @@ struct ElasticJob::Impl {
         late_timer(io),
         forming_timer(io),
         replace_timer(io),
+        renotify_timer(io),
         secret(JobSecret::generate()),
         pool(el.cooldown, [] {
           static std::mt19937 gen{std::random_device{}()};
@@ -138,6 +143,7 @@ struct ElasticJob::Impl {
   asio::steady_timer late_timer;   // kLateGrace after a failure in the round
   asio::steady_timer forming_timer;  // kFormingTimeout while the new world forms
   asio::steady_timer replace_timer;  // kReplaceAfter once a round ended without silent workers
+  asio::steady_timer renotify_timer;  // kRenotifyPeriod after each notice to the coordinator
   JobSecret secret;
   ElasticHosts pool;
   WorkerRegistry registry;
@@ -483,6 +489,12 @@ struct ElasticJob::Impl {
       change_at = Clock::now();
       change_what = "the host change";
     }
+    renotify_timer.expires_after(kRenotifyPeriod);
+    renotify_timer.async_wait([this, update](auto ec) {
+      if (ec) return;
+      log_of(LogSubsys::kRendezvous).info("the hosts still differ from the world's: telling the coordinator again");
+      host_set_changed(update);  // tells it again only if the assignment would still change
+    });
     notifier.notify(it->second, static_cast<long long>(std::time(nullptr)), update, kNotifyTimeout,
                     [key](WorkerNotice n) {
                       if (n.acked)
@@ -536,6 +548,7 @@ struct ElasticJob::Impl {
     const bool first = assignment.empty();
     end_forming();
     replacements.clear();
+    renotify_timer.cancel();  // the change is in this world, or told again when the hosts change next
     phase.move_to(Phase::kOpen);
     assignment = std::move(next);
     registry.reset(static_cast<int>(assignment.size()));
@@ -1003,6 +1016,7 @@ struct ElasticJob::Impl {
     probe_timer.cancel();
     late_timer.cancel();
     replace_timer.cancel();
+    renotify_timer.cancel();
     probing.reset();
     // Held rank_and_size requests stay unanswered: "-1,..." would make Horovod abort those workers with
     // a core dump's worth of output, while SIGTERM ends them quietly. The rendezvous closes at finish().
