@@ -491,9 +491,9 @@ struct ElasticJob::Impl {
     }
     renotify_timer.expires_after(kRenotifyPeriod);
     renotify_timer.async_wait([this, update](auto ec) {
-      if (ec) return;
+      if (ec || assign_slots(usable_hosts(), el.max_np) == assignment) return;
       log_of(LogSubsys::kRendezvous).info("the hosts still differ from the world's: telling the coordinator again");
-      host_set_changed(update);  // tells it again only if the assignment would still change
+      host_set_changed(update);
     });
     notifier.notify(it->second, static_cast<long long>(std::time(nullptr)), update, kNotifyTimeout,
                     [key](WorkerNotice n) {

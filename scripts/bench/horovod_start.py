@@ -196,9 +196,10 @@ def main():
                       f"init done {figures['init done']:.2f} s, end {figures['end']:.2f} s", file=sys.stderr)
             else:
                 failures += 1
-                print(f"bench_horovod_start: FAILED: {way} round {rep}: {why}; last lines of "
-                      f"{Run(cfg, way, rep).log_path}:", file=sys.stderr)
-                with open(Run(cfg, way, rep).log_path, errors="replace") as log:
+                log_path = Run(cfg, way, rep).log_path
+                print(f"bench_horovod_start: FAILED: {way} round {rep}: {why}; last lines of {log_path}:",
+                      file=sys.stderr)
+                with open(log_path, errors="replace") as log:
                     for line in log.read().splitlines()[-8:]:
                         print("  " + line, file=sys.stderr)
     cols = ["last rank started", "imported", "init done", "allreduce", "end"]
