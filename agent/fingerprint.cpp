@@ -69,6 +69,22 @@ std::string read_small(const std::string& path, std::size_t limit = 1u << 20) {
   return text;
 }
 
+// The digits of the first "#define NAME DIGITS" line in a C header; empty when there is none. A header
+// is tens of kilobytes: std::regex over all of it would cost each agent milliseconds.
+std::string defined_number(const std::string& text, std::string_view name) {
+  const std::string directive = "#define " + std::string(name);
+  for (std::size_t at = text.find(directive); at != std::string::npos; at = text.find(directive, at + 1)) {
+    if (at != 0 && text[at - 1] != '\n') continue;
+    std::size_t i = at + directive.size();
+    if (i >= text.size() || (text[i] != ' ' && text[i] != '\t')) continue;
+    while (i < text.size() && (text[i] == ' ' || text[i] == '\t')) ++i;
+    const std::size_t digits = i;
+    while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
+    if (i > digits) return text.substr(digits, i - digits);
+  }
+  return {};
+}
+
 // The interpreter's version and sys.path, as the ranks' environment and working directory give them.
 std::optional<std::pair<std::string, std::vector<std::string>>> ask_python(const std::string& program,
                                                                          const FingerprintRequestMsg& r) {
@@ -124,29 +140,31 @@ std::string nccl_version(const FingerprintRequestMsg& r, const FingerprintRoots&
   static const std::regex versioned("libnccl\\.so\\.([0-9]+\\.[0-9]+\\.[0-9]+)");
   for (const std::string& dir : dirs)
     for (const std::string& entry : entries_of(dir)) {
+      // A library directory holds thousands of names: the regex only sees the few that can match.
+      if (!entry.starts_with("libnccl.so.")) continue;
       std::smatch m;
       if (std::regex_match(entry, m, versioned)) return m[1];
     }
-  static const std::regex field("#define NCCL_(MAJOR|MINOR|PATCH) ([0-9]+)");
   for (const std::string& dir : roots.include_dirs) {
     const std::string header = read_small(dir + "/nccl.h", 64u << 10);
-    std::map<std::string, std::string> parts;
-    for (std::sregex_iterator it(header.begin(), header.end(), field), end; it != end; ++it)
-      parts.emplace((*it)[1], (*it)[2]);
-    if (parts.size() == 3) return parts["MAJOR"] + "." + parts["MINOR"] + "." + parts["PATCH"];
+    const std::string major = defined_number(header, "NCCL_MAJOR"), minor = defined_number(header, "NCCL_MINOR"),
+                      patch = defined_number(header, "NCCL_PATCH");
+    if (!major.empty() && !minor.empty() && !patch.empty()) return major + "." + minor + "." + patch;
   }
   return {};
 }
+
+constexpr std::size_t kCudaHeaderHead = 64u << 10;
 
 std::string cuda_version(const FingerprintRoots& roots) {
   static const std::regex json("\"cuda\"\\s*:\\s*\\{[^}]*\"version\"\\s*:\\s*\"([^\"]+)\"");
   std::smatch m;
   const std::string version_json = read_small(roots.cuda + "/version.json", 64u << 10);
   if (std::regex_search(version_json, m, json)) return m[1];
-  static const std::regex header("#define CUDA_VERSION ([0-9]+)");
-  const std::string cuda_h = read_small(roots.cuda + "/include/cuda.h");
-  if (std::regex_search(cuda_h, m, header)) {
-    const int v = std::stoi(m[1]);
+  // cuda.h is over 1 MB; CUDA_VERSION is defined in its first few hundred lines.
+  const std::string cuda_h = read_small(roots.cuda + "/include/cuda.h", kCudaHeaderHead);
+  if (const std::string number = defined_number(cuda_h, "CUDA_VERSION"); !number.empty()) {
+    const int v = std::stoi(number);
     return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
   }
   return {};

@@ -1,6 +1,7 @@
 #include "agent/proc_scan.hpp"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -8,6 +9,9 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+
+#include "agent/wire/error.hpp"
+#include "agent/wire/unique_fd.hpp"
 
 namespace hvrun {
 
@@ -18,6 +22,55 @@ std::string read_small(const std::string& path) {
   std::ostringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+// A /proc file read with one open and as few reads as it takes: the whole-/proc passes read thousands of
+// them, and a stream per file costs more than the read. Empty when the file is gone or unreadable.
+std::string read_proc_file(const std::string& path) {
+  const UniqueFd fd(retry_eintr([&] { return ::open(path.c_str(), O_RDONLY | O_CLOEXEC); }));
+  std::string text;
+  if (!fd) return text;
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = retry_eintr([&] { return ::read(fd.get(), buf, sizeof buf); });
+    if (n <= 0) return text;
+    text.append(buf, static_cast<std::size_t>(n));
+  }
+}
+
+// The numbers in a whitespace-separated list ("123 456 ").
+std::vector<pid_t> pid_list(const std::string& text) {
+  std::vector<pid_t> out;
+  const char* p = text.c_str();
+  for (;;) {
+    char* end = nullptr;
+    const long v = std::strtol(p, &end, 10);
+    if (end == p) return out;
+    if (v > 0) out.push_back(static_cast<pid_t>(v));
+    p = end;
+  }
+}
+
+// Every thread's children of `pid`: /proc/PID/task/TID/children. A child is listed under the thread that
+// forked it, or under the thread group leader once it was reparented to the process (a subreaper).
+std::vector<pid_t> children_of(pid_t pid) {
+  std::vector<pid_t> out;
+  const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+  DIR* d = ::opendir(tasks.c_str());
+  if (d == nullptr) return out;  // gone
+  while (const dirent* e = ::readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    for (const pid_t child : pid_list(read_proc_file(tasks + "/" + e->d_name + "/children"))) out.push_back(child);
+  }
+  ::closedir(d);
+  return out;
+}
+
+// Whether this kernel lists a task's children (CONFIG_PROC_CHILDREN, on in Debian's and most distributions'
+// kernels); without it, finding descendants takes a pass over every process.
+bool kernel_lists_children() {
+  static const bool listed = ::access(("/proc/self/task/" + std::to_string(::gettid()) + "/children").c_str(), R_OK) == 0;
+  return listed;
 }
 
 long ticks_per_second() {
@@ -44,7 +97,7 @@ std::vector<pid_t> all_pids() {
 }  // namespace
 
 std::optional<ProcStat> read_proc_stat(pid_t pid) {
-  const std::string text = read_small("/proc/" + std::to_string(pid) + "/stat");
+  const std::string text = read_proc_file("/proc/" + std::to_string(pid) + "/stat");
   // "PID (COMM) S PPID PGRP ..." where COMM may hold spaces and parentheses: it ends at the last ')'.
   const auto open = text.find('(');
   const auto close = text.rfind(')');
@@ -84,16 +137,31 @@ std::vector<std::vector<ProcStat>> processes_in_groups(const std::vector<pid_t>&
 
 std::vector<ProcStat> processes_in_group(pid_t pgrp) { return processes_in_groups({pgrp}).front(); }
 
-std::vector<pid_t> living_descendants_of(pid_t ancestor) {
-  std::multimap<pid_t, ProcStat> children_of;
-  for (const pid_t pid : all_pids())
-    if (const auto s = read_proc_stat(pid)) children_of.emplace(s->ppid, *s);
+std::vector<pid_t> living_descendants_of(pid_t ancestor, DescendantWalk walk) {
   std::vector<pid_t> out;
+  if (walk == DescendantWalk::kChildrenFiles && kernel_lists_children()) {
+    // Only the tree under `ancestor` is read: a host's other processes cost nothing.
+    std::vector<pid_t> parents{ancestor};
+    while (!parents.empty()) {
+      const pid_t parent = parents.back();
+      parents.pop_back();
+      for (const pid_t child : children_of(parent)) {
+        const auto s = read_proc_stat(child);
+        if (!s) continue;  // gone since it was listed
+        parents.push_back(child);
+        if (s->state != 'Z') out.push_back(child);
+      }
+    }
+    return out;
+  }
+  std::multimap<pid_t, ProcStat> children;
+  for (const pid_t pid : all_pids())
+    if (const auto s = read_proc_stat(pid)) children.emplace(s->ppid, *s);
   std::vector<pid_t> parents{ancestor};
   while (!parents.empty()) {
     const pid_t parent = parents.back();
     parents.pop_back();
-    const auto [first, last] = children_of.equal_range(parent);
+    const auto [first, last] = children.equal_range(parent);
     for (auto it = first; it != last; ++it) {
       parents.push_back(it->second.pid);
       if (it->second.state != 'Z') out.push_back(it->second.pid);

@@ -30,7 +30,10 @@ std::vector<std::vector<ProcStat>> processes_in_groups(const std::vector<pid_t>&
 // reparented to the nearest subreaper, so under an agent that is one (PR_SET_CHILD_SUBREAPER) this is
 // everything its ranks started, including what left their process group and session (setsid, a
 // double fork).
-std::vector<pid_t> living_descendants_of(pid_t ancestor);
+// By default only that tree is read, through /proc/PID/task/TID/children; where the kernel has no such
+// file, or with kFullScan, every process on the host is read once.
+enum class DescendantWalk { kChildrenFiles, kFullScan };
+std::vector<pid_t> living_descendants_of(pid_t ancestor, DescendantWalk walk = DescendantWalk::kChildrenFiles);
 
 // What the kernel says `pid` waits in, for a process that cannot say it itself: its state, wchan, and
 // its kernel stack where readable (/proc/PID/stack needs root), as lines.

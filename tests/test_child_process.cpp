@@ -161,6 +161,11 @@ TEST_CASE("living descendants: grandchildren and theirs, not zombies", "[child_p
     std::this_thread::sleep_for(5ms);
   REQUIRE(found.size() == 2);
   CHECK(std::find(found.begin(), found.end(), subshell) != found.end());
+  // The walk along the children files and the pass over every process agree.
+  std::vector<pid_t> scanned = living_descendants_of(child.pid(), DescendantWalk::kFullScan);
+  std::sort(found.begin(), found.end());
+  std::sort(scanned.begin(), scanned.end());
+  CHECK(scanned == found);
   const pid_t deepest = found[0] == subshell ? found[1] : found[0];
   CHECK(read_proc_stat(deepest)->ppid == subshell);
   // The deepest sleep ends; the subshell then exits and stays a zombie (sleep never reaps it): neither counts.
@@ -168,6 +173,7 @@ TEST_CASE("living descendants: grandchildren and theirs, not zombies", "[child_p
   while (!living_descendants_of(child.pid()).empty() && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(5ms);
   CHECK(living_descendants_of(child.pid()).empty());
+  CHECK(living_descendants_of(child.pid(), DescendantWalk::kFullScan).empty());
   CHECK(read_proc_stat(subshell)->state == 'Z');
   child.signal(SIGKILL);
 }

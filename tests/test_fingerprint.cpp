@@ -86,8 +86,9 @@ TEST_CASE("fingerprint: a Python rank's script, interpreter, packages from metad
     CHECK(g.program.empty());
   }
   SECTION("no NVIDIA driver, CUDA from its header, NCCL from its header") {
-    testing::write_text(root / "cuda2/include/cuda.h", "#define CUDA_VERSION 13000\n");
-    testing::write_text(root / "inc/nccl.h", "#define NCCL_MAJOR 2\n#define NCCL_MINOR 28\n#define NCCL_PATCH 9\n");
+    testing::write_text(root / "cuda2/include/cuda.h",
+                        "/* #define CUDA_VERSION 1 */\n#define CUDA_VERSION_DECOY 9\n#define CUDA_VERSION 13000\n");
+    testing::write_text(root / "inc/nccl.h", "#define NCCL_MAJORITY 7\n#define NCCL_MAJOR 2\n#define NCCL_MINOR 28\n#define NCCL_PATCH 9\n");
     const FingerprintRoots other{(root / "no-gpus").string(), (root / "cuda2").string(), {}, {(root / "inc").string()}};
     const FingerprintMsg g = take_fingerprint(r, other);
     CHECK(g.gpus == -1);
