@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <regex>
@@ -138,13 +139,23 @@ std::string nccl_version(const FingerprintRequestMsg& r, const FingerprintRoots&
   }
   dirs.insert(dirs.end(), roots.library_dirs.begin(), roots.library_dirs.end());
   static const std::regex versioned("libnccl\\.so\\.([0-9]+\\.[0-9]+\\.[0-9]+)");
-  for (const std::string& dir : dirs)
-    for (const std::string& entry : entries_of(dir)) {
-      // A library directory holds thousands of names: the regex only sees the few that can match.
-      if (!entry.starts_with("libnccl.so.")) continue;
-      std::smatch m;
-      if (std::regex_match(entry, m, versioned)) return m[1];
+  // The loader opens NCCL by its soname, libnccl.so.2: a directory without it has no NCCL to load, and
+  // is not listed (/usr/lib/x86_64-linux-gnu holds thousands of names, every agent would read them).
+  // The soname is a link to the versioned file where NCCL's packages install it; a wheel's plain file
+  // says nothing, and its directory is listed for a versioned name beside it.
+  for (const std::string& dir : dirs) {
+    const std::string soname = dir + "/libnccl.so.2";
+    struct stat st{};
+    if (::lstat(soname.c_str(), &st) != 0) continue;
+    std::smatch m;
+    if (S_ISLNK(st.st_mode)) {
+      std::error_code ec;
+      const std::string target = std::filesystem::canonical(soname, ec).filename().string();
+      if (!ec && std::regex_match(target, m, versioned)) return m[1];
     }
+    for (const std::string& entry : entries_of(dir))
+      if (entry.starts_with("libnccl.so.") && std::regex_match(entry, m, versioned)) return m[1];
+  }
   for (const std::string& dir : roots.include_dirs) {
     const std::string header = read_small(dir + "/nccl.h", 64u << 10);
     const std::string major = defined_number(header, "NCCL_MAJOR"), minor = defined_number(header, "NCCL_MINOR"),

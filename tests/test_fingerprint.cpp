@@ -36,10 +36,15 @@ TEST_CASE("fingerprint: a Python rank's script, interpreter, packages from metad
   testing::write_text(root / "site/torchvision-0.14.1.dist-info/METADATA", "Version: 0.14.1\n");  // not torch
   testing::write_text(root / "work/train.py", "print('hi')\n");
   testing::write_text(root / "cuda/version.json", R"({"cuda" : {"name" : "CUDA SDK", "version" : "12.4.1"}})");
+  // As NCCL's packages install it: the soname links to the versioned file. The decoy directory has a
+  // versioned file but no soname, so the loader would not find NCCL there.
+  testing::write_text(root / "decoy/libnccl.so.2.1.0", "");
   testing::write_text(root / "lib/libnccl.so.2.18.3", "");
+  fs::create_symlink("libnccl.so.2.18.3", root / "lib/libnccl.so.2");
   fs::create_directories(root / "gpus/0000:01:00.0");
   fs::create_directories(root / "gpus/0000:02:00.0");
-  const FingerprintRoots roots{(root / "gpus").string(), (root / "cuda").string(), {(root / "lib").string()}, {}};
+  const FingerprintRoots roots{(root / "gpus").string(), (root / "cuda").string(),
+                               {(root / "decoy").string(), (root / "lib").string()}, {}};
 
   FingerprintRequestMsg r{{"python3", "-u", "train.py", "--lr", "3"},
                           (root / "work").string(),
@@ -94,6 +99,15 @@ TEST_CASE("fingerprint: a Python rank's script, interpreter, packages from metad
     CHECK(g.gpus == -1);
     CHECK(g.cuda == "13.0");
     CHECK(g.nccl == "2.28.9");
+  }
+  SECTION("a wheel's plain libnccl.so.2: the versioned name beside it, else the header") {
+    testing::write_text(root / "wheel/libnccl.so.2", "");
+    testing::write_text(root / "inc/nccl.h", "#define NCCL_MAJOR 2\n#define NCCL_MINOR 21\n#define NCCL_PATCH 5\n");
+    const FingerprintRoots wheel{(root / "no-gpus").string(), (root / "none").string(), {(root / "wheel").string()},
+                                 {(root / "inc").string()}};
+    CHECK(take_fingerprint(r, wheel).nccl == "2.21.5");
+    testing::write_text(root / "wheel/libnccl.so.2.20.3", "");
+    CHECK(take_fingerprint(r, wheel).nccl == "2.20.3");
   }
 }
 
