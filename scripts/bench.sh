@@ -99,6 +99,8 @@ bench_packages=(
 source "$root/scripts/lib/packages.sh"
 # shellcheck source=lib/bench_doc.sh
 source "$root/scripts/lib/bench_doc.sh"
+# shellcheck source=lib/lab_bench.sh
+source "$root/scripts/lib/lab_bench.sh" # lab_bench_unset_lists only
 ensure_packages bench.sh "${bench_packages[@]}"
 ensure_built bench.sh "$build" cmd/hvrun cmd/hvrun-agent collectives/hvrun-store-bench
 hvrun=$build/cmd/hvrun
@@ -214,7 +216,7 @@ run_on_host0() { # TAG CMD...
   shift
   sessions_gone
   r0=$(remote_cpu_ms)
-  "$lab" exec 0 env HOME="$home" "$timer" "$run_timeout" "$f.res" "$@" </dev/null >"$f.out" 2>"$f.err" || true
+  "$lab" exec 0 env "${lab_bench_unset_lists[@]}" HOME="$home" "$timer" "$run_timeout" "$f.res" "$@" </dev/null >"$f.out" 2>"$f.err" || true
   sessions_gone
   RCPU_MS=$(($(remote_cpu_ms) - r0))
   { read -r wall user sys rss rc && read -r suser ssys; } <"$f.res" 2>/dev/null || { wall=0 user=0 sys=0 rss=0 rc=125; }

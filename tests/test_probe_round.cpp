@@ -87,7 +87,7 @@ TEST_CASE("probe round: a launch's decision is final once no pending probe can c
   CHECK(round.choice_of(3)->iface == fabric_name(3));
 }
 
-TEST_CASE("probe round: timeouts towards a host without a usable NIC are retried, then the round gives up",
+TEST_CASE("probe round: timeouts and no routes towards a host without a usable NIC are retried, then it gives up",
           "[probe_round]") {
   // b's fabric drops everything (as eth9 does everywhere): b has no usable NIC.
   const auto drop_b = [](std::size_t, const ProbeTarget& t) -> std::optional<ProbeOutcome> {
@@ -103,20 +103,21 @@ TEST_CASE("probe round: timeouts towards a host without a usable NIC are retried
   const std::size_t first = round.probes_sent();
 
   std::vector<ProbeRound::Probe> again = round.retry();
-  // From each of b's 3 probers: b's 2 fabric addresses and eth9's address, the ones that timed out.
-  REQUIRE(again.size() == 9);
+  // From each of b's 3 probers: b's 2 fabric addresses and eth9's address, the ones that timed out, and
+  // the dead NIC's, where no route was found.
+  REQUIRE(again.size() == 12);
   for (const auto& [from, ti] : again) {
     CHECK(round.targets()[ti].host == 1);
     CHECK(from != 1);
   }
   CHECK(round.attempts() == 2);
-  CHECK(round.probes_sent() == first + 9);
+  CHECK(round.probes_sent() == first + 12);
   // The second attempt also times out, the third does not come: kMaxProbeAttempts in all.
   const auto second = answers(round, again, drop_b);
   for (std::size_t k = 0; k < second.size(); ++k) CHECK(round.add(second[k]) == (k + 1 == second.size()));
   round.decide();
   again = round.retry();
-  CHECK(again.size() == 9);
+  CHECK(again.size() == 12);
   CHECK(round.attempts() == hvrun::kMaxProbeAttempts);
   for (const ProbeResult& r : answers(round, again, drop_b)) round.add(r);
   round.decide();
@@ -162,7 +163,8 @@ TEST_CASE("probe round: members are the hosts with an agent; the filter's missin
                   hvrun::UsageError);
 }
 
-TEST_CASE("probes to retry: timeouts towards unselected hosts only, each probe once, in order", "[probe_round]") {
+TEST_CASE("probes to retry: timeouts and no routes towards unselected hosts only, each probe once, in order",
+          "[probe_round]") {
   const auto hosts = lab_hosts(3);
   const auto targets = hvrun::probe_targets(hosts, NicFilter{}, false);
   std::vector<hvrun::HostSelection> selections(3);
@@ -188,10 +190,12 @@ TEST_CASE("probes to retry: timeouts towards unselected hosts only, each probe o
       result(2, t1, ProbeOutcome::kTimeout), result(0, t1, ProbeOutcome::kTimeout),
       result(2, t1, ProbeOutcome::kTimeout),  // the same probe twice (a late result): sent again once
       result(1, t0, ProbeOutcome::kTimeout),  // towards host 0, which has its NIC
-      result(0, t1, ProbeOutcome::kRefused),  // not a timeout
+      result(0, t1, ProbeOutcome::kRefused),  // something answered: never sent again
+      result(1, t1, ProbeOutcome::kUnreachable),  // no route (a failed neighbour resolution, say)
+      result(1, t0, ProbeOutcome::kUnreachable),  // towards host 0, which has its NIC
   };
   const auto again = hvrun::probes_to_retry(targets, results, selections);
-  const std::vector<std::pair<std::size_t, std::size_t>> expected = {{0, t1}, {2, t1}};
+  const std::vector<std::pair<std::size_t, std::size_t>> expected = {{0, t1}, {1, t1}, {2, t1}};
   CHECK(again == expected);
 }
 

@@ -28,7 +28,8 @@ std::vector<std::pair<std::size_t, std::size_t>> probes_to_retry(const std::vect
   for (std::size_t t = 0; t < targets.size(); ++t) by_address[{targets[t].host, targets[t].address}].push_back(t);
   std::set<std::pair<std::size_t, std::size_t>> retry;  // each probe once, in (prober, target) order
   for (const ProbeResult& r : results) {
-    if (r.outcome != ProbeOutcome::kTimeout || r.to >= selections.size() || selections[r.to].selected) continue;
+    const bool transient = r.outcome == ProbeOutcome::kTimeout || r.outcome == ProbeOutcome::kUnreachable;
+    if (!transient || r.to >= selections.size() || selections[r.to].selected) continue;
     const auto it = by_address.find({r.to, r.address});
     if (it == by_address.end()) continue;
     for (const std::size_t t : it->second) retry.emplace(r.from, t);

@@ -3,6 +3,7 @@
 # bench_elastic.sh and bench_horovod_start.sh.
 #   lab_bench_setup WORK LAB NAME   # NAME: the caller's, for messages; sets $timer, traps EXIT/INT/TERM
 #   lab_bench_horovod_lab N         # after lab_bench_setup: the lab of the Horovod benchmarks (below)
+#   "$lab" exec I env "${lab_bench_unset_lists[@]}" CMD...   # a launcher without the lab's per-host lists
 
 # lab.sh raises the kernel's shared neighbour tables and pid_max and never lowers them: restored on exit.
 lab_bench_keys=() lab_bench_old=()
@@ -30,6 +31,13 @@ lab_bench_setup() {
     lab_bench_keys+=("$key") lab_bench_old+=("$old")
   done
 }
+
+# env options that keep the lab's per-host lists (LAB_HOSTS, LAB_FABRIC_ADDRS, ...; 77 KB at 1,000 hosts,
+# which lab.sh exec exports) out of a launcher's environment: hvrun sends its environment to every host,
+# so an environment that grows with the lab made the launcher's cost per host grow with it (n² bytes
+# sent), where a user's environment is the same whatever the host count.
+lab_bench_unset_lists=(-u LAB_HOSTS -u LAB_NAMESPACES -u LAB_FABRIC_IFACES -u LAB_FABRIC_ADDRS -u LAB_FABRIC6_ADDRS
+  -u LAB_DEAD_ADDRS -u LAB_DROP_ADDRS)
 
 # lab.sh up N as the Horovod benchmarks (bench_elastic.sh, bench_horovod_start.sh) need it: sshds, and every
 # host's fabric NIC named eth1, since horovodrun takes one --network-interface for all hosts. Then its
