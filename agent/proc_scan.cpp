@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <fstream>
 #include <map>
 #include <sstream>
 
@@ -16,13 +15,6 @@
 namespace hvrun {
 
 namespace {
-
-std::string read_small(const std::string& path) {
-  std::ifstream in(path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // A /proc file read with one open and as few reads as it takes: the whole-/proc passes read thousands of
 // them, and a stream per file costs more than the read. Empty when the file is gone or unreadable.
@@ -174,10 +166,10 @@ std::string kernel_wait_text(pid_t pid) {
   const std::string base = "/proc/" + std::to_string(pid);
   const auto s = read_proc_stat(pid);
   std::string text = "  state " + std::string(1, s ? s->state : '?');
-  std::string wchan = read_small(base + "/wchan");
+  std::string wchan = read_proc_file(base + "/wchan");
   if (!wchan.empty() && wchan != "0") text += ", waiting in " + wchan;
   text += "\n";
-  const std::string stack = read_small(base + "/stack");
+  const std::string stack = read_proc_file(base + "/stack");
   std::istringstream lines(stack);
   for (std::string line; std::getline(lines, line);) {
     // "[<0>] futex_wait_queue+0x60/0x90": the address in brackets says nothing without root's kallsyms.
