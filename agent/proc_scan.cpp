@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <sstream>
 
@@ -130,33 +131,35 @@ std::vector<std::vector<ProcStat>> processes_in_groups(const std::vector<pid_t>&
 std::vector<ProcStat> processes_in_group(pid_t pgrp) { return processes_in_groups({pgrp}).front(); }
 
 std::vector<pid_t> living_descendants_of(pid_t ancestor, DescendantWalk walk) {
-  std::vector<pid_t> out;
+  // A parent's children with their state: from its children files (only the tree under `ancestor` is
+  // read, so a host's other processes cost nothing), or from one pass over every process.
+  std::function<std::vector<ProcStat>(pid_t)> children;
+  std::multimap<pid_t, ProcStat> by_parent;
   if (walk == DescendantWalk::kChildrenFiles && kernel_lists_children()) {
-    // Only the tree under `ancestor` is read: a host's other processes cost nothing.
-    std::vector<pid_t> parents{ancestor};
-    while (!parents.empty()) {
-      const pid_t parent = parents.back();
-      parents.pop_back();
-      for (const pid_t child : children_of(parent)) {
-        const auto s = read_proc_stat(child);
-        if (!s) continue;  // gone since it was listed
-        parents.push_back(child);
-        if (s->state != 'Z') out.push_back(child);
-      }
-    }
-    return out;
+    children = [](pid_t parent) {
+      std::vector<ProcStat> out;
+      for (const pid_t child : children_of(parent))
+        if (const auto s = read_proc_stat(child)) out.push_back(*s);  // else gone since it was listed
+      return out;
+    };
+  } else {
+    for (const pid_t pid : all_pids())
+      if (const auto s = read_proc_stat(pid)) by_parent.emplace(s->ppid, *s);
+    children = [&by_parent](pid_t parent) {
+      std::vector<ProcStat> out;
+      const auto [first, last] = by_parent.equal_range(parent);
+      for (auto it = first; it != last; ++it) out.push_back(it->second);
+      return out;
+    };
   }
-  std::multimap<pid_t, ProcStat> children;
-  for (const pid_t pid : all_pids())
-    if (const auto s = read_proc_stat(pid)) children.emplace(s->ppid, *s);
+  std::vector<pid_t> out;
   std::vector<pid_t> parents{ancestor};
   while (!parents.empty()) {
     const pid_t parent = parents.back();
     parents.pop_back();
-    const auto [first, last] = children.equal_range(parent);
-    for (auto it = first; it != last; ++it) {
-      parents.push_back(it->second.pid);
-      if (it->second.state != 'Z') out.push_back(it->second.pid);
+    for (const ProcStat& child : children(parent)) {
+      parents.push_back(child.pid);
+      if (child.state != 'Z') out.push_back(child.pid);
     }
   }
   return out;
