@@ -219,10 +219,10 @@ struct Agent::Impl {
     if (!prober) prober = std::make_unique<Prober>(io, *secret);
     // An address this host holds itself (docker0's 172.17.0.1 is on every host) never reaches the
     // peer: the kernel delivers it here. Answer for it at once, as this host.
-    const auto own = list_interfaces();
+    const std::vector<std::string> own = own_addresses();
     std::vector<ProbeAddress> remote;
     for (const auto& t : m.targets) {
-      if (!interface_of(own, t.address).empty())
+      if (std::find(own.begin(), own.end(), t.address) != own.end())
         send(ProbeResultMsg{t.host, t.iface, t.address, ProbeOutcome::kWrongHost, host_index, 0,
                             "the address is also one of the probing host's own"});
       else

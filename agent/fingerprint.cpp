@@ -4,13 +4,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <optional>
-#include <regex>
 #include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "agent/wire/child_process.hpp"
 #include "agent/wire/error.hpp"
@@ -31,9 +33,29 @@ std::string basename_of(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
+// Whether every character of `s` is a digit or a dot ("" is).
+bool digits_and_dots(std::string_view s) {
+  return std::all_of(s.begin(), s.end(), [](char c) { return c == '.' || (c >= '0' && c <= '9'); });
+}
+
+// python, python3, python3.11: the names an interpreter is run by.
 bool is_python(const std::string& program) {
-  static const std::regex name("python[0-9.]*");
-  return std::regex_match(basename_of(program), name);
+  const std::string name = basename_of(program);
+  return name.starts_with("python") && digits_and_dots(std::string_view(name).substr(6));
+}
+
+// "2.18.3" of a file named libnccl.so.2.18.3 (three dot-separated numbers); "" for any other name.
+std::string nccl_file_version(std::string_view name) {
+  constexpr std::string_view prefix = "libnccl.so.";
+  if (!name.starts_with(prefix)) return {};
+  const std::string_view version = name.substr(prefix.size());
+  int numbers = 0;
+  for (std::size_t at = 0; at <= version.size(); ++numbers) {
+    const std::size_t dot = std::min(version.find('.', at), version.size());
+    if (dot == at || !digits_and_dots(version.substr(at, dot - at))) return {};
+    at = dot + 1;
+  }
+  return numbers == 3 ? std::string(version) : std::string();
 }
 
 // The script of `python [options] SCRIPT args`: nothing for -m, -c or a script read from stdin.
@@ -138,7 +160,6 @@ std::string nccl_version(const FingerprintRequestMsg& r, const FingerprintRoots&
       if (!d.empty()) dirs.push_back(d);
   }
   dirs.insert(dirs.end(), roots.library_dirs.begin(), roots.library_dirs.end());
-  static const std::regex versioned("libnccl\\.so\\.([0-9]+\\.[0-9]+\\.[0-9]+)");
   // The loader opens NCCL by its soname, libnccl.so.2: a directory without it has no NCCL to load, and
   // is not listed (/usr/lib/x86_64-linux-gnu holds thousands of names, every agent would read them).
   // The soname is a link to the versioned file where NCCL's packages install it; a wheel's plain file
@@ -147,14 +168,13 @@ std::string nccl_version(const FingerprintRequestMsg& r, const FingerprintRoots&
     const std::string soname = dir + "/libnccl.so.2";
     struct stat st{};
     if (::lstat(soname.c_str(), &st) != 0) continue;
-    std::smatch m;
     if (S_ISLNK(st.st_mode)) {
       std::error_code ec;
       const std::string target = std::filesystem::canonical(soname, ec).filename().string();
-      if (!ec && std::regex_match(target, m, versioned)) return m[1];
+      if (std::string v = ec ? std::string() : nccl_file_version(target); !v.empty()) return v;
     }
     for (const std::string& entry : entries_of(dir))
-      if (entry.starts_with("libnccl.so.") && std::regex_match(entry, m, versioned)) return m[1];
+      if (std::string v = nccl_file_version(entry); !v.empty()) return v;
   }
   for (const std::string& dir : roots.include_dirs) {
     const std::string header = read_small(dir + "/nccl.h", 64u << 10);
@@ -168,10 +188,11 @@ std::string nccl_version(const FingerprintRequestMsg& r, const FingerprintRoots&
 constexpr std::size_t kCudaHeaderHead = 64u << 10;
 
 std::string cuda_version(const FingerprintRoots& roots) {
-  static const std::regex json("\"cuda\"\\s*:\\s*\\{[^}]*\"version\"\\s*:\\s*\"([^\"]+)\"");
-  std::smatch m;
-  const std::string version_json = read_small(roots.cuda + "/version.json", 64u << 10);
-  if (std::regex_search(version_json, m, json)) return m[1];
+  // version.json (CUDA 11.1 on): {"cuda": {"name": ..., "version": "12.4.1"}, ...}.
+  const auto json = nlohmann::json::parse(read_small(roots.cuda + "/version.json", 64u << 10), nullptr, false);
+  if (json.is_object() && json.contains("cuda") && json["cuda"].is_object() && json["cuda"].contains("version") &&
+      json["cuda"]["version"].is_string() && !json["cuda"]["version"].get<std::string>().empty())
+    return json["cuda"]["version"].get<std::string>();
   // cuda.h is over 1 MB; CUDA_VERSION is defined in its first few hundred lines.
   const std::string cuda_h = read_small(roots.cuda + "/include/cuda.h", kCudaHeaderHead);
   if (const std::string number = defined_number(cuda_h, "CUDA_VERSION"); !number.empty()) {
@@ -199,9 +220,18 @@ std::string metadata_version(const std::string& dir) {
   } else {
     text = read_small(dir, 64u << 10);
   }
-  static const std::regex version("(^|\\n)Version:[ \\t]*([^\\r\\n]+)");
-  std::smatch m;
-  return std::regex_search(text, m, version) ? std::string(m[2]) : std::string();
+  // The first "Version:" header line's value (RFC 822 style metadata).
+  for (std::size_t line = 0; line < text.size();) {
+    const std::size_t end = std::min(text.find('\n', line), text.size());
+    if (std::string_view(text).substr(line, end - line).starts_with("Version:")) {
+      std::size_t from = line + 8;
+      while (from < end && (text[from] == ' ' || text[from] == '\t')) ++from;
+      const std::size_t to = std::min(text.find('\r', from), end);
+      if (to > from) return text.substr(from, to - from);
+    }
+    line = end + 1;
+  }
+  return {};
 }
 
 FingerprintMsg take_fingerprint(const FingerprintRequestMsg& r, const FingerprintRoots& roots) {

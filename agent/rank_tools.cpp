@@ -1,8 +1,11 @@
 #include "agent/rank_tools.hpp"
 
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -46,11 +49,41 @@ void sweep_orphans(const std::string& tmp) {
   }
 }
 
+// Whether `dir` is a RAM file system where this user may create a directory whose library the ranks can
+// map executable: a tmpfs, writable, not mounted noexec (Docker mounts its /dev/shm so), a directory
+// that is sticky or this user's own, as /tmp is.
+bool usable_tmpfs(const char* dir) {
+  struct statfs fs {};
+  struct statvfs vfs {};
+  struct stat st {};
+  if (::statfs(dir, &fs) != 0 || fs.f_type != TMPFS_MAGIC) return false;
+  if (::statvfs(dir, &vfs) != 0 || (vfs.f_flag & (ST_NOEXEC | ST_RDONLY)) != 0) return false;
+  if (::lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) return false;
+  if ((st.st_mode & S_ISVTX) == 0 && st.st_uid != ::geteuid()) return false;
+  return ::access(dir, W_OK | X_OK) == 0;
+}
+
 }  // namespace
 
-RankTools::RankTools() {
+std::string RankTools::base_directory() {
   const char* tmp_env = std::getenv("TMPDIR");
-  const std::string tmp = tmp_env != nullptr && tmp_env[0] != '\0' ? tmp_env : "/tmp";
+  if (tmp_env != nullptr && tmp_env[0] != '\0') return tmp_env;
+  // Every launch makes four inodes here and removes them: on /dev/shm that costs a fifth of the CPU
+  // it costs on an ext4 /tmp, on every host (docs/BENCHMARKS.md, "Launch against the SSH floor").
+  return usable_tmpfs("/dev/shm") ? "/dev/shm" : "/tmp";
+}
+
+RankTools::RankTools() {
+  const std::string base = base_directory();
+  try {
+    create_in(base);
+  } catch (const Error&) {
+    if (base == "/tmp" || std::getenv("TMPDIR") != nullptr) throw;
+    create_in("/tmp");  // a full /dev/shm (it is sized apart from the disk)
+  }
+}
+
+void RankTools::create_in(const std::string& tmp) {
   sweep_orphans(tmp);
   const std::string wanted = tmp + "/" + std::string(kPrefix) + "XXXXXX";
   std::string templ = wanted;
@@ -74,8 +107,10 @@ RankTools::RankTools() {
       throw_errno("write", library_);
     if (::close(fd.release()) != 0) throw_errno("close", library_);
   } catch (...) {
+    lock_ = UniqueFd();
     std::error_code ignored;
     std::filesystem::remove_all(dir_, ignored);
+    dir_.clear();
     throw;
   }
 }

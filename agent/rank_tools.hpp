@@ -1,6 +1,6 @@
 #pragma once
 // What the agent adds to its ranks so that their crashes and hangs can be explained: a private
-// directory (mkdtemp, mode 0700, under $TMPDIR or /tmp) holding libhvrun_crash.so, written out from the
+// directory (mkdtemp, mode 0700, under base_directory()) holding libhvrun_crash.so, written out from the
 // copy built into the agent, and the folder where the ranks write the stacks hvrun asks for
 // (agent/wire/crash_report.hpp). Removed, with what is in it, when the agent ends; a directory whose
 // agent was killed is removed by the next agent of the same user on that host (its lock file's flock
@@ -21,6 +21,10 @@ class RankTools {
   RankTools(const RankTools&) = delete;
   RankTools& operator=(const RankTools&) = delete;
 
+  // Where the directory is made: $TMPDIR when set; else /dev/shm when it is a tmpfs this user can write
+  // and the ranks can map a library from (not noexec); else /tmp. Orphans are swept there only.
+  static std::string base_directory();
+
   const std::string& library() const { return library_; }
   const std::string& stack_dir() const { return stack_dir_; }
 
@@ -29,6 +33,8 @@ class RankTools {
   std::vector<std::string> equip(std::vector<std::string> env) const;
 
  private:
+  void create_in(const std::string& tmp);  // throws Error; leaves nothing behind when it does
+
   std::string dir_, library_, stack_dir_;
   UniqueFd lock_;  // flock held for the agent's life: the directory's owner is alive
 };

@@ -28,10 +28,12 @@ int main(int argc, char** argv) {
   // above: stdout carries the protocol (and, once duplicated away below, the ranks' output).
   hvrun::init_log("hvrun-agent: ");
   hvrun::set_log_threshold(hvrun::LogLevel::info, hvrun::all_log_subsystems());
-  // The agent needs OpenSSL only for HMAC-SHA256 and random bytes: no config file, no error strings,
-  // no cipher and digest tables (they cost more resident memory than the rest of the agent).
+  // The agent needs OpenSSL only for HMAC-SHA256 and SHA-256: no config file, no error strings, no
+  // cipher and digest tables (they cost more resident memory than the rest of the agent), and no
+  // OPENSSL_cleanup at exit, which freed its tables one by one just before the kernel drops them all.
   if (OPENSSL_init_crypto(OPENSSL_INIT_NO_LOAD_CONFIG | OPENSSL_INIT_NO_LOAD_CRYPTO_STRINGS |
-                              OPENSSL_INIT_NO_ADD_ALL_CIPHERS | OPENSSL_INIT_NO_ADD_ALL_DIGESTS,
+                              OPENSSL_INIT_NO_ADD_ALL_CIPHERS | OPENSSL_INIT_NO_ADD_ALL_DIGESTS |
+                              OPENSSL_INIT_NO_ATEXIT,
                           nullptr) != 1) {
     std::cerr << "hvrun-agent: OPENSSL_init_crypto failed\n";
     return 1;

@@ -109,6 +109,31 @@ TEST_CASE("fingerprint: a Python rank's script, interpreter, packages from metad
     testing::write_text(root / "wheel/libnccl.so.2.20.3", "");
     CHECK(take_fingerprint(r, wheel).nccl == "2.20.3");
   }
+  SECTION("names that are not a version, a broken version.json, metadata that only looks like a Version line") {
+    testing::write_text(root / "odd/libnccl.so.2", "");
+    for (const char* decoy : {"libnccl.so.2.18", "libnccl.so.2.18.3.bak", "libnccl.so.2..3", "libnccl.so.2.x.3",
+                              "libnccl.so.2.18.3-1", "libnccl.so..2.18"})
+      testing::write_text(root / "odd" / decoy, "");
+    testing::write_text(root / "inc/nccl.h", "#define NCCL_MAJOR 2\n#define NCCL_MINOR 19\n#define NCCL_PATCH 1\n");
+    testing::write_text(root / "cuda3/version.json", R"({"cuda": {"version": 12})");  // cut short
+    testing::write_text(root / "cuda3/include/cuda.h", "#define CUDA_VERSION 12020\n");
+    const FingerprintRoots odd{(root / "no-gpus").string(), (root / "cuda3").string(), {(root / "odd").string()},
+                               {(root / "inc").string()}};
+    const FingerprintMsg g = take_fingerprint(r, odd);
+    CHECK(g.nccl == "2.19.1");
+    CHECK(g.cuda == "12.2");
+    testing::write_text(root / "cuda3/version.json", R"({"cuda": {"version": 12}, "version": "9.9"})");
+    CHECK(take_fingerprint(r, odd).cuda == "12.2");  // not a string: the header's
+    testing::write_text(root / "cuda3/version.json", R"({"cuda": {"name": "CUDA SDK", "version": "12.6.77"}})");
+    CHECK(take_fingerprint(r, odd).cuda == "12.6.77");
+
+    testing::write_text(root / "meta/crlf", "Name: torch\r\nVersion:\t2.1.0+cpu\r\nSummary: x\r\n");
+    CHECK(metadata_version((root / "meta/crlf").string()) == "2.1.0+cpu");
+    testing::write_text(root / "meta/mid", "Metadata-Version: 2.1\nSummary: see Version: 9\nVersion: 0.3\n");
+    CHECK(metadata_version((root / "meta/mid").string()) == "0.3");
+    testing::write_text(root / "meta/none", "Metadata-Version: 2.1\nVersion:\nName: x");
+    CHECK(metadata_version((root / "meta/none").string()).empty());
+  }
 }
 
 TEST_CASE("fingerprint report: only the odd hosts out are named; what would fail at once refuses the job",

@@ -11,6 +11,7 @@
 #include <sys/file.h>
 #include <fstream>
 #include <optional>
+#include <sstream>
 
 #include <utility>  // before Asio: docs/DESIGN.md §8
 #include <boost/asio/io_context.hpp>
@@ -171,6 +172,42 @@ TEST_CASE("rank tools: the crash handler is preloaded before the user's, and off
     CHECK(tools.equip(off) == off);
   }
   CHECK_FALSE(std::filesystem::exists(dir));  // removed with what it held
+}
+
+TEST_CASE("rank tools: $TMPDIR when set, else /dev/shm when ranks can map a library from it, else /tmp",
+          "[autopsy]") {
+  namespace fs = std::filesystem;
+  const char* env = std::getenv("TMPDIR");
+  const std::optional<std::string> saved = env != nullptr ? std::optional<std::string>(env) : std::nullopt;
+  struct Restore {
+    const std::optional<std::string>& saved;
+    ~Restore() {
+      if (saved)
+        ::setenv("TMPDIR", saved->c_str(), 1);
+      else
+        ::unsetenv("TMPDIR");
+    }
+  } restore{saved};
+  ::setenv("TMPDIR", "/var/tmp", 1);
+  CHECK(hvrun::RankTools::base_directory() == "/var/tmp");
+  ::unsetenv("TMPDIR");
+  const std::string base = hvrun::RankTools::base_directory();
+  // /proc/self/mountinfo says what /dev/shm is here: a tmpfs without noexec is chosen.
+  bool shm_exec_tmpfs = false;
+  std::ifstream mounts("/proc/self/mountinfo");
+  for (std::string line; std::getline(mounts, line);) {
+    std::istringstream f(line);
+    std::string id, parent, devno, root, point, options;
+    f >> id >> parent >> devno >> root >> point >> options;
+    if (point != "/dev/shm") continue;
+    const auto dash = line.find(" - ");
+    const bool tmpfs = dash != std::string::npos && line.compare(dash + 3, 6, "tmpfs ") == 0;
+    shm_exec_tmpfs = tmpfs && ("," + options + ",").find(",noexec,") == std::string::npos &&
+                     ("," + options + ",").find(",ro,") == std::string::npos;
+  }
+  CHECK(base == (shm_exec_tmpfs && ::access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp"));
+  hvrun::RankTools tools;
+  CHECK(fs::path(tools.library()).parent_path().parent_path() == base);
 }
 
 TEST_CASE("rank tools: a killed agent's directory is removed by the next agent, a live one's is kept", "[autopsy]") {

@@ -29,6 +29,25 @@ void check_ranks(const std::string& out, int size) {
   CHECK(count_of(out, ": sum " + std::to_string(size * (size + 1) / 2) + " ok") == size);
 }
 
+// Open MPI's shared-memory transport keeps a file per rank in /dev/shm (vader_segment.HOST.JOB.RANK),
+// which a rank removes at MPI_Finalize: a rank killed (the plain mpirun stopped by timeout, a failing
+// rank's mpirun aborting the others) leaves its file. The lab's hosts share this machine's /dev/shm;
+// their names are this test's own.
+struct ShmSegmentsRemoved {
+  std::vector<std::string> hosts;
+  ~ShmSegmentsRemoved() {
+    std::error_code ec;
+    for (fs::directory_iterator it("/dev/shm", ec), end; !ec && it != end; it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      for (const std::string& host : hosts)
+        if (name.starts_with("vader_segment." + host + ".")) {
+          std::error_code ignored;
+          fs::remove(it->path(), ignored);
+        }
+    }
+  }
+};
+
 }  // namespace
 
 TEST_CASE("mpi mode runs an MPI program on the trap lab, where plain mpirun fails", "[lab][mpi]") {
@@ -46,6 +65,7 @@ TEST_CASE("mpi mode runs an MPI program on the trap lab, where plain mpirun fail
 
   Lab lab(3, Lab::default_prefix() + "mpi");
   const auto names = lab.list("LAB_HOSTS");
+  const ShmSegmentsRemoved segments{{names.begin(), names.end()}};
   const std::string hosts = names[0] + ":2," + names[1] + ":2," + names[2] + ":2";
 
   {

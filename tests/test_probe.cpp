@@ -1,6 +1,7 @@
 // Probing in one process over loopback: identity, HMAC and the classification of outcomes.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <utility>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -10,6 +11,7 @@
 #include <thread>
 
 #include "agent/wire/frame_codec.hpp"
+#include "agent/wire/interface_list.hpp"
 #include "agent/wire/job_secret.hpp"
 #include "agent/wire/probe_message.hpp"
 #include "agent/probe_listener.hpp"
@@ -129,4 +131,25 @@ TEST_CASE("the probe listener drops garbage, oversized and silent connections an
   CHECK_FALSE(secret.verify(probe_mac_input(nonce, 6), mac));
   io.stop();
   server.join();
+}
+
+TEST_CASE("own_addresses: every address list_interfaces gives, from getifaddrs alone", "[probe]") {
+  // The agent answers a probe towards one of its own addresses (docker0's 172.17.0.1 on every host) at
+  // once with own_addresses(); list_interfaces() is what the hello reports. They must not disagree.
+  std::vector<std::string> listed;
+  for (const InterfaceInfo& nic : list_interfaces()) listed.insert(listed.end(), nic.addresses.begin(), nic.addresses.end());
+  std::vector<std::string> own = own_addresses();
+  std::sort(listed.begin(), listed.end());
+  std::sort(own.begin(), own.end());
+  CHECK(own == listed);
+  CHECK(std::find(own.begin(), own.end(), "127.0.0.1") != own.end());
+}
+
+TEST_CASE("random_bytes: the requested length, and not the same twice", "[probe]") {
+  CHECK(random_bytes(0).empty());
+  const std::string a = random_bytes(32), b = random_bytes(32);
+  CHECK(a.size() == 32);
+  CHECK(a != b);
+  CHECK(random_bytes(4096).size() == 4096);  // above getrandom's 256-byte uninterruptible size
+  CHECK(JobSecret::generate().hex() != JobSecret::generate().hex());
 }

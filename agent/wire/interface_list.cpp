@@ -108,6 +108,17 @@ std::vector<InterfaceInfo> list_interfaces() {
   return out;
 }
 
+std::vector<std::string> own_addresses() {
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) throw_errno("getifaddrs", "listing this host's addresses");
+  std::unique_ptr<ifaddrs, decltype(&::freeifaddrs)> guard(list, &::freeifaddrs);
+  std::vector<std::string> out;
+  for (ifaddrs* a = list; a != nullptr; a = a->ifa_next)
+    if (a->ifa_addr != nullptr && (a->ifa_addr->sa_family == AF_INET || a->ifa_addr->sa_family == AF_INET6))
+      out.push_back(scoped_address_text(a->ifa_addr, a->ifa_name));
+  return out;
+}
+
 std::string interface_of(const std::vector<InterfaceInfo>& interfaces, const std::string& address) {
   for (const auto& i : interfaces)
     for (const auto& a : i.addresses)

@@ -26,6 +26,11 @@ struct InterfaceInfo {
 // left out. Throws SystemError when getifaddrs fails.
 std::vector<InterfaceInfo> list_interfaces();
 
+// Every IPv4 and IPv6 address of this host, written as list_interfaces writes them, from getifaddrs
+// alone (none of the /sys reads list_interfaces makes per interface). Throws SystemError when
+// getifaddrs fails.
+std::vector<std::string> own_addresses();
+
 // An IPv4 or IPv6 address as inet_ntop writes it, without brackets or scope ("10.0.0.1", "fe80::1");
 // "" for any other family.
 std::string address_text(const sockaddr* sa);

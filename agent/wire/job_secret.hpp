@@ -1,5 +1,5 @@
 #pragma once
-// The per-job secret: 32 random bytes (OpenSSL RAND_bytes), made by the launcher and sent to agents
+// The per-job secret: 32 random bytes (the kernel's getrandom), made by the launcher and sent to agents
 // only on their control channels. It keys the HMAC-SHA256 that proves a peer belongs to this job.
 // Never put it in argv, an environment variable of the agent, a file or a log line.
 #include <array>
@@ -34,7 +34,7 @@ class JobSecret {
 std::string hex_encode(std::string_view bytes);
 std::string hex_decode(std::string_view hex);
 
-// `n` random bytes from OpenSSL's RAND_bytes (nonces, tokens).
+// `n` random bytes from the kernel's getrandom(2) (secrets, nonces, tokens); throws SystemError.
 std::string random_bytes(std::size_t n);
 
 }  // namespace hvrun

@@ -3,9 +3,9 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
-#include <openssl/rand.h>
 
 #include "agent/wire/error.hpp"
+#include "agent/wire/job_secret.hpp"
 
 namespace hvrun::store {
 
@@ -129,12 +129,7 @@ const char* op_name(Op op) {
   return "unknown";
 }
 
-std::string random_nonce() {
-  std::string nonce(kNonceSize, '\0');
-  if (RAND_bytes(reinterpret_cast<unsigned char*>(nonce.data()), static_cast<int>(nonce.size())) != 1)
-    throw Error("RAND_bytes failed: cannot make a store nonce");
-  return nonce;
-}
+std::string random_nonce() { return random_bytes(kNonceSize); }
 
 std::string client_proof(std::string_view token, std::string_view server_nonce) {
   return hmac(token, "hvrun-store client", server_nonce);

@@ -67,7 +67,7 @@ Message decode(std::string_view payload, const std::string& peer);
 
 const char* op_name(Op op);
 
-// Authentication: 32 random bytes (RAND_bytes); the proofs each side sends; a constant-time compare.
+// Authentication: 32 random bytes (getrandom); the proofs each side sends; a constant-time compare.
 std::string random_nonce();
 std::string client_proof(std::string_view token, std::string_view server_nonce);
 std::string server_proof(std::string_view token, std::string_view client_nonce);

@@ -13,10 +13,9 @@ namespace hvrun {
 namespace {
 
 // This machine's addresses, link-local ones without their scope (a resolved name carries none).
-std::set<std::string> own_addresses() {
+std::set<std::string> unscoped_own_addresses() {
   std::set<std::string> out;
-  for (const InterfaceInfo& nic : list_interfaces())
-    for (const std::string& a : nic.addresses) out.insert(a.substr(0, a.find('%')));
+  for (const std::string& a : own_addresses()) out.insert(a.substr(0, a.find('%')));
   return out;
 }
 
@@ -40,7 +39,7 @@ std::vector<bool> find_local_hosts(const std::vector<std::string>& names, std::c
       lookups.emplace_back(i, NameLookup(names[i], ""));
   }
   if (lookups.empty()) return local;
-  const auto own = own_addresses();
+  const auto own = unscoped_own_addresses();
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (auto& [i, lookup] : lookups) {
     const NameLookup::Result r = lookup.wait(deadline);
