@@ -415,7 +415,7 @@ for ((rep = 1; rep <= reps; rep++)); do
   fi
 done
 
-# The agent's memory floor: libstdc++, libc and OpenSSL 3 after one RAND_bytes and one HMAC-SHA256.
+# The agent's memory floor: libstdc++, libc and OpenSSL 3 after one getrandom and one HMAC-SHA256.
 for ((rep = 1; rep <= reps; rep++)); do
   for kv in $("$rss_floor"); do put "rss_floor.${kv%%=*}" "${kv#*=}"; done
 done
@@ -648,7 +648,7 @@ echo
   echo "  after every session ended. On 2 shared cores, all CPU / 2 is a lower bound on the wall time."
   echo "- **memory**: the launcher's peak RSS from wait4 (the largest of its process tree); an agent's"
   echo "  VmHWM read by its ranks from /proc/\$PPID/status while they run. The agent's floor is"
-  echo "  \`scripts/bench/rss_floor.cpp\`: a C++ program that makes one RAND_bytes and one HMAC-SHA256 with"
+  echo "  \`scripts/bench/rss_floor.cpp\`: a C++ program that takes random bytes (getrandom) and makes one HMAC-SHA256 with"
   echo "  OpenSSL 3 (what every agent must do to answer probes) and reads its own VmHWM; the file-backed part of"
   echo "  an RSS is shared-library pages, shared with every other process that maps them."
 } >"$work/section.md"

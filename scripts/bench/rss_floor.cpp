@@ -1,8 +1,8 @@
 // rss_floor — the memory floor of an agent, for scripts/bench.sh.
 //
-// The least a C++ program that does what every hvrun agent must do with OpenSSL (one RAND_bytes for
-// a nonce, one HMAC-SHA256 to answer a challenge) holds in memory: libstdc++, libc and libcrypto
-// mapped, OpenSSL 3's default provider initialised. Prints its own peak RSS and the anonymous part
+// The least a C++ program that does what every hvrun agent must do (random bytes for a nonce, from the
+// kernel's getrandom as the agent takes them; one OpenSSL HMAC-SHA256 to answer a challenge) holds in
+// memory: libstdc++, libc and libcrypto mapped, OpenSSL 3's default provider initialised. Prints its own peak RSS and the anonymous part
 // (kB), read from /proc/self/status, so an agent's figure can be told apart from the libraries'.
 //
 //   rss_floor            -> vmhwm_kb=... rss_anon_kb=... rss_file_kb=...
@@ -10,7 +10,7 @@
 // Build: g++ -std=c++20 -O2 rss_floor.cpp -o rss_floor -lcrypto
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
-#include <openssl/rand.h>
+#include <sys/random.h>
 
 #include <cstdio>
 #include <fstream>
@@ -34,8 +34,8 @@ int main() {
   unsigned char key[32];
   unsigned char mac[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
-  if (RAND_bytes(key, sizeof key) != 1) {
-    std::fprintf(stderr, "rss_floor: RAND_bytes failed\n");
+  if (getrandom(key, sizeof key, 0) != static_cast<ssize_t>(sizeof key)) {
+    std::perror("rss_floor: getrandom");
     return 1;
   }
   if (HMAC(EVP_sha256(), key, sizeof key, key, sizeof key, mac, &len) == nullptr) {
