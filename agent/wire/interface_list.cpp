@@ -119,11 +119,4 @@ std::vector<std::string> own_addresses() {
   return out;
 }
 
-std::string interface_of(const std::vector<InterfaceInfo>& interfaces, const std::string& address) {
-  for (const auto& i : interfaces)
-    for (const auto& a : i.addresses)
-      if (a == address) return i.name;
-  return {};
-}
-
 }  // namespace hvrun

@@ -35,7 +35,5 @@ std::vector<std::string> own_addresses();
 // "" for any other family.
 std::string address_text(const sockaddr* sa);
 
-// The interface holding `address` (textual, as list_interfaces writes it), or "" if none does.
-std::string interface_of(const std::vector<InterfaceInfo>& interfaces, const std::string& address);
 
 }  // namespace hvrun
