@@ -1,6 +1,7 @@
 #pragma once
 // Test support: a network-namespace lab (scripts/lab.sh) for the life of one test. The destructor
-// runs `lab.sh down`, so the lab is removed even when the test fails.
+// runs `lab.sh down`, so the lab is removed even when the test fails; a reaper process runs it when
+// the test process dies without its destructor (a signal, ctest's timeout, SIGKILL).
 #include <map>
 #include <optional>
 #include <string>
@@ -23,7 +24,9 @@ class Lab {
   // Why lab tests cannot run here (not root, no `ip netns`, no sshd), or nothing when they can.
   static std::optional<std::string> unavailable_reason();
 
-  // Brings up `hosts` hosts under `prefix`; throws with lab.sh's output when that fails.
+  // Brings up `hosts` hosts under `prefix`; throws with lab.sh's output when that fails. Waits first
+  // (at most 2 minutes) for the lab of that prefix that another Lab or its reaper still holds
+  // (/run/lock/hvrun-lab-PREFIX.lock).
   explicit Lab(int hosts) : Lab(hosts, default_prefix()) {}
   // `options`: lab.sh settings for `up` ("LAB_CONTAINER_VETHS=40").
   Lab(int hosts, std::string prefix, std::vector<std::string> options = {});
@@ -46,8 +49,17 @@ class Lab {
   std::vector<int> processes_on_host(int i, const std::string& marker) const;
 
  private:
+  // Holds the prefix's lock and starts the reaper; throws when either cannot be had.
+  void guard();
+  // `lab.sh up`, then its variables; throws.
+  void bring_up(int hosts, const std::vector<std::string>& options);
+  // Tells the reaper that the lab is down and lets the lock go.
+  void release() noexcept;
+
   std::string prefix_;
   std::map<std::string, std::string> vars_;
+  int lock_fd_ = -1;      // flock on /run/lock/hvrun-lab-PREFIX.lock; the reaper shares it
+  int reaper_fd_ = -1;    // the reaper's pipe: a byte says the lab is down, EOF that this process died
 };
 
 }  // namespace hvrun::test
