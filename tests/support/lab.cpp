@@ -68,8 +68,9 @@ std::vector<char*> c_strings(std::vector<std::string>& strings) {
 }  // namespace
 
 void Lab::guard() {
-  // In /run/lock, where lock files are kept (a tmpfs, emptied at boot): the file stays, the lock goes.
-  const std::string lock_path = "/run/lock/hvrun-lab-" + prefix_ + ".lock";
+  // Where lock files are kept (/run/lock; /tmp where there is none): the file stays, the lock goes.
+  const std::string lock_dir = std::filesystem::is_directory("/run/lock") ? "/run/lock" : "/tmp";
+  const std::string lock_path = lock_dir + "/hvrun-lab-" + prefix_ + ".lock";
   lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (lock_fd_ < 0) throw system_error("open", lock_path);
   const auto deadline = std::chrono::steady_clock::now() + 120s;

@@ -26,7 +26,7 @@ class Lab {
 
   // Brings up `hosts` hosts under `prefix`; throws with lab.sh's output when that fails. Waits first
   // (at most 2 minutes) for the lab of that prefix that another Lab or its reaper still holds
-  // (/run/lock/hvrun-lab-PREFIX.lock).
+  // (/run/lock/hvrun-lab-PREFIX.lock, or in /tmp without /run/lock).
   explicit Lab(int hosts) : Lab(hosts, default_prefix()) {}
   // `options`: lab.sh settings for `up` ("LAB_CONTAINER_VETHS=40").
   Lab(int hosts, std::string prefix, std::vector<std::string> options = {});
@@ -58,8 +58,8 @@ class Lab {
 
   std::string prefix_;
   std::map<std::string, std::string> vars_;
-  int lock_fd_ = -1;      // flock on /run/lock/hvrun-lab-PREFIX.lock; the reaper shares it
-  int reaper_fd_ = -1;    // the reaper's pipe: a byte says the lab is down, EOF that this process died
+  int lock_fd_ = -1;    // flock on hvrun-lab-PREFIX.lock (guard()); the reaper shares it
+  int reaper_fd_ = -1;  // the reaper's pipe: a byte says the lab is down, EOF that this process died
 };
 
 }  // namespace hvrun::test
