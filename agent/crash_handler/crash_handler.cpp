@@ -19,12 +19,15 @@
 // launcher/job/stack_groups.hpp); agent/wire/crash_report.hpp spells them.
 //
 // Everything here runs in signal handlers: only async-signal-safe calls (write, open, read, mmap,
-// rename), no allocation, no stdio; glibc's backtrace() is called once at load so that its lazy
-// loading of libgcc_s is over before any signal. Built without libstdc++: the library needs glibc only.
+// rename), no allocation, no stdio. Stacks are walked by libgcc's unwinder linked into this library
+// (-static-libgcc, its symbols kept private by --exclude-libs), not by glibc's backtrace(), which loads
+// libgcc_s on first use: warming that up at load cost every rank about 0.3 ms of CPU and 30 page faults
+// (`true` preloaded: 0.67-0.93 ms against 0.46-0.52, perf stat -r 300; docs/BENCHMARKS.md), and
+// loading it later would mean dlopen in a signal handler. Built without libstdc++: the library needs
+// glibc only.
 #include <dlfcn.h>
 #include <elf.h>
 #include <errno.h>
-#include <execinfo.h>
 #include <fcntl.h>
 #include <link.h>
 #include <signal.h>
@@ -36,6 +39,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <ucontext.h>
+#include <unwind.h>
 #include <unistd.h>
 
 #include "agent/wire/crash_report.hpp"
@@ -219,11 +223,33 @@ uintptr_t interrupted_pc(void* context) {
 #endif
 }
 
+struct Frames {
+  void** pcs;
+  int max;
+  int n;  // -1 until collect_frames' own frame has gone by
+};
+
+_Unwind_Reason_Code take_frame(struct _Unwind_Context* context, void* arg) {
+  auto* f = static_cast<Frames*>(arg);
+  if (f->n >= 0) f->pcs[f->n] = reinterpret_cast<void*>(_Unwind_GetIP(context));
+  return ++f->n == f->max ? _URC_END_OF_STACK : _URC_NO_REASON;
+}
+
+// The return addresses of the calling thread's frames, innermost (the caller's) first, as glibc's
+// backtrace() gives them: through the signal trampoline (libgcc knows its frame), without the null
+// return address of the outermost frame.
+int collect_frames(void** pcs, int max) {
+  Frames f{pcs, max, -1};
+  (void)_Unwind_Backtrace(take_frame, &f);
+  if (f.n > 1 && pcs[f.n - 1] == nullptr) --f.n;
+  return f.n < 0 ? 0 : f.n;
+}
+
 // The native stack of the calling thread, from the interrupted instruction on (the handler's own
 // frames and the signal trampoline are left out when the interrupted pc is found among the frames).
 void write_native_stack(Out& out, void* context, uintptr_t fault_pc = 0) {
   void* frames[kMaxFrames];
-  const int n = ::backtrace(frames, kMaxFrames);
+  const int n = collect_frames(frames, kMaxFrames);
   uintptr_t pc = interrupted_pc(context);
   if (fault_pc != 0)
     for (int i = 0; i < n; ++i)
@@ -372,9 +398,6 @@ __attribute__((constructor)) void install() {
     const size_t n = strlen(dir);
     if (n < sizeof g_stack_dir) memcpy(g_stack_dir, dir, n + 1);
   }
-  void* warm[2];
-  (void)::backtrace(warm, 2);  // loads libgcc_s now, not in a signal handler
-
   stack_t alt{};
   alt.ss_sp = g_alt_stack;
   alt.ss_size = sizeof g_alt_stack;

@@ -86,6 +86,7 @@ struct AgentStartup::Impl {
       hooks.failed(i);
     } else {
       h.remote = std::move(agent);
+      h.shell_time = h.remote->shell_time();
       if (hooks.starting()) hooks.attach(i, h.remote->take_channel());
     }
     show_progress();

@@ -84,8 +84,7 @@ StartCheck check_start(const std::vector<JobHost>& hosts, std::chrono::steady_cl
 std::optional<std::string> shell_times_text(const std::vector<JobHost>& hosts) {
   std::vector<std::pair<std::chrono::milliseconds, std::string>> times;
   for (const JobHost& h : hosts)
-    if (h.remote)
-      if (const auto t = h.remote->shell_time()) times.emplace_back(*t, h.name);
+    if (h.shell_time) times.emplace_back(*h.shell_time, h.name);
   if (times.empty()) return std::nullopt;
   std::sort(times.begin(), times.end());
   return "login shells (exec request to the agent's first bytes): median " + seconds_text(times[times.size() / 2].first) +

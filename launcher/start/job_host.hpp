@@ -26,6 +26,9 @@ struct JobHost {
   // When the host's login shell was asked to run the agent (Connector's OnShell); nothing before, and
   // for a start without that step.
   std::optional<std::chrono::steady_clock::time_point> shell_since;
+  // Its login shell's time from the exec request to the agent's first bytes (HostAgent::shell_time), kept
+  // here because the session itself is released as soon as the agent has ended (Job::Impl::on_agent_closed).
+  std::optional<std::chrono::milliseconds> shell_time;
   std::optional<HelloMsg> hello;
   std::optional<ReadyMsg> ready;  // the agent has the job's secret and answers probes
   std::optional<FingerprintMsg> fingerprint;  // what its ranks would run (asked for when there is a command)
