@@ -38,6 +38,17 @@ std::vector<ProbeResult> answers(const ProbeRound& round, const std::vector<Prob
   return out;
 }
 
+// Adds the lab's answers to `probes`, then to the probes each answer added to the plan (a NIC's next
+// address), as NicDiscovery sends them; returns what the last add returned (the round is complete).
+bool feed(ProbeRound& round, std::vector<ProbeRound::Probe> probes, const hvrun::test::ProbeOverride& override = {}) {
+  bool complete = false;
+  while (!probes.empty()) {
+    for (const ProbeResult& r : answers(round, probes, override)) complete = round.add(r);
+    probes = round.take_released();
+  }
+  return complete;
+}
+
 }  // namespace
 
 TEST_CASE("probe round: all pairs planned, complete when every probe answered, the fabric chosen", "[probe_round]") {
@@ -95,7 +106,7 @@ TEST_CASE("probe round: timeouts and no routes towards a host without a usable N
     return std::nullopt;
   };
   ProbeRound round(first_members(4), lab_hosts(4), {}, false, 0, true);
-  for (const ProbeResult& r : answers(round, round.planned(), drop_b)) round.add(r);
+  CHECK(feed(round, round.planned(), drop_b));
   round.decide();
   CHECK_FALSE(round.every_member_chosen());
   CHECK_FALSE(round.choice_of(1));
@@ -103,8 +114,8 @@ TEST_CASE("probe round: timeouts and no routes towards a host without a usable N
   const std::size_t first = round.probes_sent();
 
   std::vector<ProbeRound::Probe> again = round.retry();
-  // From each of b's 3 probers: b's 2 fabric addresses and eth9's address, the ones that timed out, and
-  // the dead NIC's, where no route was found.
+  // From each of b's 3 probers: b's 2 fabric addresses (the IPv6 one was probed once the IPv4 one timed
+  // out) and eth9's address, the ones that timed out, and the dead NIC's, where no route was found.
   REQUIRE(again.size() == 12);
   for (const auto& [from, ti] : again) {
     CHECK(round.targets()[ti].host == 1);
@@ -132,7 +143,7 @@ TEST_CASE("probe round: a retry that gets through gives the host its NIC", "[pro
     return std::nullopt;
   };
   ProbeRound round(first_members(4), lab_hosts(4), {}, false, 0, true);
-  for (const ProbeResult& r : answers(round, round.planned(), drop_b)) round.add(r);
+  feed(round, round.planned(), drop_b);
   round.decide();
   const auto again = round.retry();
   REQUIRE_FALSE(again.empty());
@@ -142,6 +153,49 @@ TEST_CASE("probe round: a retry that gets through gives the host its NIC", "[pro
   CHECK(round.every_member_chosen());
   CHECK(round.choice_of(1)->iface == fabric_name(1));
   CHECK(round.retry().empty());
+}
+
+TEST_CASE("probe round: a launch probes a NIC's next address only once some prober missed the one before",
+          "[probe_round]") {
+  // The lab's fabric NICs offer an IPv4 and an IPv6 address; the other NICs one address each.
+  ProbeRound check(first_members(4), lab_hosts(4), {}, false, 0, false);
+  CHECK(check.planned().size() == 4 * 5 * 3);  // --check-only: every address, to report each
+  ProbeRound round(first_members(4), lab_hosts(4), {}, false, 0, true);
+  CHECK(round.planned().size() == 4 * 4 * 3);  // a launch: the fabric's IPv6 addresses wait
+  for (const auto& [from, ti] : round.planned())
+    CHECK(round.targets()[ti].address.find(':') == std::string::npos);
+
+  // a's probe of b's fabric IPv4 address is refused (a firewall rule on that address, say).
+  const auto refuse_a_b4 = [](std::size_t from, const ProbeTarget& t) -> std::optional<ProbeOutcome> {
+    if (from == 0 && t.host == 1 && t.iface == fabric_name(1) && t.address.find(':') == std::string::npos)
+      return ProbeOutcome::kRefused;
+    return std::nullopt;
+  };
+  const std::size_t planned = round.planned().size();
+  std::vector<ProbeRound::Probe> released;
+  for (const ProbeResult& r : answers(round, round.planned(), refuse_a_b4)) {
+    round.add(r);
+    for (const auto& p : round.take_released()) released.push_back(p);
+  }
+  // b's IPv6 address, from each of its 3 probers (the others reached the IPv4 one, but a NIC's address must
+  // be reached by every prober); nothing for the other hosts.
+  REQUIRE(released.size() == 3);
+  for (const auto& [from, ti] : released) {
+    CHECK(round.targets()[ti].host == 1);
+    CHECK(round.targets()[ti].iface == fabric_name(1));
+    CHECK(round.targets()[ti].address.find(':') != std::string::npos);
+  }
+  CHECK(round.planned().size() == planned + 3);
+  CHECK(round.probes_sent() == planned + 3);
+  CHECK_FALSE(round.decision_is_final());  // b's IPv6 answers could still give it its fabric NIC
+  CHECK(feed(round, released, refuse_a_b4));
+  CHECK(round.decision_is_final());
+  round.decide();
+  REQUIRE(round.choice_of(1));
+  CHECK(round.choice_of(1)->iface == fabric_name(1));
+  CHECK(round.choice_of(1)->address.find(':') != std::string::npos);
+  CHECK(round.choice_of(0)->address.find(':') == std::string::npos);
+  CHECK(round.take_released().empty());
 }
 
 TEST_CASE("probe round: members are the hosts with an agent; the filter's missing NICs are a usage error",
@@ -208,8 +262,12 @@ TEST_CASE("probe round: an attempt judged at its deadline, then its late answers
   };
   ProbeRound round(first_members(4), lab_hosts(4), {}, false, 0, true);
   const auto first = answers(round, round.planned(), drop_b);
-  // Every answer but the last three arrives; the deadline judges; b has no NIC yet: probes go again.
-  for (std::size_t k = 0; k + 3 < first.size(); ++k) CHECK_FALSE(round.add(first[k]));
+  // Every answer but the last three arrives (with the answers to the next addresses they call for); the
+  // deadline judges; b has no NIC yet: probes go again.
+  for (std::size_t k = 0; k + 3 < first.size(); ++k) {
+    CHECK_FALSE(round.add(first[k]));
+    feed(round, round.take_released(), drop_b);
+  }
   round.decide();
   const auto again = round.retry();
   REQUIRE_FALSE(again.empty());

@@ -4,6 +4,7 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <utility>
 
 #include "launcher/nic/probe_peers.hpp"
 #include "launcher/nic/probe_retry.hpp"
@@ -25,12 +26,35 @@ ProbeRound::ProbeRound(std::vector<std::size_t> members, std::vector<HostInvento
       final_early_(final_early),
       targets_(probe_targets(inventories_, filter_, single_host_)),
       probers_(choose_probe_peers(inventories_, targets_, peers, 0)) {
+  // probe_targets lists each NIC's addresses together, in the order they are offered.
+  next_address_.assign(targets_.size(), std::string::npos);
+  released_.assign(targets_.size(), !final_early_);
+  for (std::size_t ti = 0; ti < targets_.size(); ++ti) {
+    target_at_.emplace(std::make_pair(targets_[ti].host, targets_[ti].address), ti);
+    const bool same_nic = ti > 0 && targets_[ti - 1].host == targets_[ti].host && targets_[ti - 1].iface == targets_[ti].iface;
+    if (same_nic) next_address_[ti - 1] = ti;
+    else released_[ti] = true;
+  }
   for (const std::size_t ti : probe_order(inventories_, targets_, filter_, single_host_))
-    for (const std::size_t m : probers_[targets_[ti].host]) planned_.emplace_back(m, ti);
+    if (released_[ti])
+      for (const std::size_t m : probers_[targets_[ti].host]) planned_.emplace_back(m, ti);
   sent_ = planned_.size();
   for (const auto& [m, ti] : planned_) ++unanswered_[{m, targets_[ti].host, targets_[ti].address}];
   outstanding_ = planned_.size();
 }
+
+void ProbeRound::release(std::size_t target) {
+  released_[target] = true;
+  for (const std::size_t m : probers_[targets_[target].host]) {
+    planned_.emplace_back(m, target);
+    fresh_.emplace_back(m, target);
+    ++unanswered_[{m, targets_[target].host, targets_[target].address}];
+    ++outstanding_;
+    ++sent_;
+  }
+}
+
+std::vector<ProbeRound::Probe> ProbeRound::take_released() { return std::exchange(fresh_, {}); }
 
 std::optional<std::size_t> ProbeRound::member_of(std::size_t host) const {
   const auto it = std::find(members_.begin(), members_.end(), host);
@@ -39,6 +63,11 @@ std::optional<std::size_t> ProbeRound::member_of(std::size_t host) const {
 }
 
 bool ProbeRound::add(ProbeResult result) {
+  if (result.outcome != ProbeOutcome::kOk)
+    if (const auto t = target_at_.find({result.to, result.address}); t != target_at_.end()) {
+      const std::size_t next = next_address_[t->second];
+      if (next != std::string::npos && !released_[next]) release(next);
+    }
   ProbeKey key{result.from, result.to, result.address};
   if (auto it = unanswered_.find(key); it != unanswered_.end() && it->second > 0) {
     --it->second;

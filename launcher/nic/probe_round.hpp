@@ -31,7 +31,11 @@ class ProbeRound {
   const std::vector<std::size_t>& members() const { return members_; }
   const std::vector<HostInventory>& inventories() const { return inventories_; }
   const std::vector<ProbeTarget>& targets() const { return targets_; }
-  // The first attempt's probes, most deciding first (probe_order).
+  // The probes of the round so far, most deciding first (probe_order). In a launch (`final_early`) only each
+  // NIC's first offered address is planned at first: a NIC's next address (its IPv6 one, after the IPv4)
+  // can only matter when some prober did not reach the one before, so it joins the plan, from every prober
+  // of its host, when such a result arrives (add, take_released). That halves a dual-stack fabric's probes
+  // in the common case. --check-only plans every address: it reports each one.
   const std::vector<Probe>& planned() const { return planned_; }
   // The member index of host `host` of the job; nullopt for a host without an agent.
   std::optional<std::size_t> member_of(std::size_t host) const;
@@ -40,6 +44,9 @@ class ProbeRound {
   // A second result of one probe (a late answer to an attempt that was already judged) replaces the
   // first: the latest answer counts, and each probe is judged and sent again once.
   bool add(ProbeResult result);
+  // The probes that results have added to the plan since the last call (see planned()), for the job to
+  // send; already counted as sent and awaited.
+  std::vector<Probe> take_released();
   // True when the choice is the same whether every pending probe fails or succeeds, and every member
   // has one: waiting longer cannot change it. Always false without `final_early`.
   bool decision_is_final() const;
@@ -69,6 +76,11 @@ class ProbeRound {
   std::vector<ProbeTarget> targets_;
   std::vector<std::vector<std::size_t>> probers_;  // per member, the members that probe it (probe_peers.hpp)
   std::vector<Probe> planned_;
+  std::vector<std::size_t> next_address_;  // per target: the same NIC's next offered address, or npos
+  std::vector<bool> released_;             // per target: planned from every prober of its host
+  std::map<std::pair<std::size_t, std::string>, std::size_t> target_at_;  // (host member, address) -> target
+  std::vector<Probe> fresh_;               // planned by add() and not yet taken
+  void release(std::size_t target);
   std::vector<ProbeResult> results_;                            // one per probe: the latest answer
   std::map<std::tuple<std::size_t, std::size_t, std::string>, std::size_t> result_at_;  // (from, to, address)
   std::map<std::tuple<std::size_t, std::size_t, std::string>, std::size_t> unanswered_;  // sends without answer
