@@ -196,6 +196,20 @@ TEST_CASE("probe round: a launch probes a NIC's next address only once some prob
   CHECK(round.choice_of(1)->address.find(':') != std::string::npos);
   CHECK(round.choice_of(0)->address.find(':') == std::string::npos);
   CHECK(round.take_released().empty());
+  // A late answer after the decision (c's probe of d's fabric, refused this time) adds no probe.
+  const std::size_t sent = round.probes_sent();
+  for (const auto& [from, ti] : round.planned())
+    if (from == 2 && round.targets()[ti].host == 3 && round.targets()[ti].iface == fabric_name(3)) {
+      ProbeResult late;
+      late.from = from;
+      late.to = 3;
+      late.iface = round.targets()[ti].iface;
+      late.address = round.targets()[ti].address;
+      late.outcome = ProbeOutcome::kRefused;
+      round.add(late);
+    }
+  CHECK(round.take_released().empty());
+  CHECK(round.probes_sent() == sent);
 }
 
 TEST_CASE("probe round: members are the hosts with an agent; the filter's missing NICs are a usage error",

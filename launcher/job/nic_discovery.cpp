@@ -74,7 +74,7 @@ struct NicDiscovery::Impl {
   void add(std::size_t from, const ProbeResultMsg& m, const std::string& peer) {
     const bool complete = round->add(probe_result(*round, hosts, from, m, peer));
     // A NIC's next address, now that some prober missed the one before (ProbeRound::planned).
-    if (const auto more = round->take_released(); !more.empty()) send_probes(more, options.probe_timeout);
+    if (const auto more = round->take_released(); !more.empty() && hooks.probing()) send_probes(more, options.probe_timeout);
     if (complete) return decide();
     if (!options.check_only && !evaluation_pending) {
       // Results come in bursts; judge once per burst.

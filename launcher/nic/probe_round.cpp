@@ -63,7 +63,7 @@ std::optional<std::size_t> ProbeRound::member_of(std::size_t host) const {
 }
 
 bool ProbeRound::add(ProbeResult result) {
-  if (result.outcome != ProbeOutcome::kOk)
+  if (result.outcome != ProbeOutcome::kOk && !judged_)
     if (const auto t = target_at_.find({result.to, result.address}); t != target_at_.end()) {
       const std::size_t next = next_address_[t->second];
       if (next != std::string::npos && !released_[next]) release(next);
@@ -107,6 +107,7 @@ bool ProbeRound::decision_is_final() const {
 
 void ProbeRound::decide() {
   selections_ = select_nics(inventories_, targets_, results_, filter_, single_host_, probers_);
+  judged_ = true;
 }
 
 std::vector<ProbeRound::Probe> ProbeRound::retry() {
@@ -123,6 +124,7 @@ std::vector<ProbeRound::Probe> ProbeRound::retry() {
   outstanding_ += retried.size();
   ++attempts_;
   sent_ += again.size();
+  judged_ = false;
   return again;
 }
 

@@ -45,7 +45,8 @@ class ProbeRound {
   // first: the latest answer counts, and each probe is judged and sent again once.
   bool add(ProbeResult result);
   // The probes that results have added to the plan since the last call (see planned()), for the job to
-  // send; already counted as sent and awaited.
+  // send; already counted as sent and awaited. Results that come after decide() (late answers) add
+  // nothing, unless retry() has begun another attempt.
   std::vector<Probe> take_released();
   // True when the choice is the same whether every pending probe fails or succeeds, and every member
   // has one: waiting longer cannot change it. Always false without `final_early`.
@@ -80,6 +81,7 @@ class ProbeRound {
   std::vector<bool> released_;             // per target: planned from every prober of its host
   std::map<std::pair<std::size_t, std::string>, std::size_t> target_at_;  // (host member, address) -> target
   std::vector<Probe> fresh_;               // planned by add() and not yet taken
+  bool judged_ = false;                    // decide() ran, and no retry() attempt since
   void release(std::size_t target);
   std::vector<ProbeResult> results_;                            // one per probe: the latest answer
   std::map<std::tuple<std::size_t, std::size_t, std::string>, std::size_t> result_at_;  // (from, to, address)
