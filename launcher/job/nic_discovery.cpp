@@ -73,8 +73,10 @@ struct NicDiscovery::Impl {
 
   void add(std::size_t from, const ProbeResultMsg& m, const std::string& peer) {
     const bool complete = round->add(probe_result(*round, hosts, from, m, peer));
-    // A NIC's next address, now that some prober missed the one before (ProbeRound::planned).
-    if (const auto more = round->take_released(); !more.empty() && hooks.probing()) send_probes(more, options.probe_timeout);
+    // A NIC's next address, now that some prober missed the one before (ProbeRound::planned), with the
+    // current attempt's timeout: the deadline send_probes re-arms then never ends that attempt early.
+    if (const auto more = round->take_released(); !more.empty() && hooks.probing())
+      send_probes(more, attempt_timeout(options.probe_timeout, round->attempts()));
     if (complete) return decide();
     if (!options.check_only && !evaluation_pending) {
       // Results come in bursts; judge once per burst.
