@@ -8,7 +8,6 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <optional>
 #include <sstream>
 
@@ -82,14 +81,6 @@ std::vector<std::string> entries_of(const std::string& dir) {
     if (e->d_name[0] != '.') names.emplace_back(e->d_name);
   ::closedir(d);
   return names;
-}
-
-std::string read_small(const std::string& path, std::size_t limit = 1u << 20) {
-  std::ifstream in(path, std::ios::binary);
-  std::string text(limit, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(limit));
-  text.resize(static_cast<std::size_t>(in.gcount()));
-  return text;
 }
 
 // The digits of the first "#define NAME DIGITS" line in a C header; empty when there is none. A header
@@ -177,7 +168,7 @@ std::string nccl_version(const FingerprintRequestMsg& r, const FingerprintRoots&
       if (std::string v = nccl_file_version(entry); !v.empty()) return v;
   }
   for (const std::string& dir : roots.include_dirs) {
-    const std::string header = read_small(dir + "/nccl.h", 64u << 10);
+    const std::string header = read_file_head(dir + "/nccl.h", 64u << 10);
     const std::string major = defined_number(header, "NCCL_MAJOR"), minor = defined_number(header, "NCCL_MINOR"),
                       patch = defined_number(header, "NCCL_PATCH");
     if (!major.empty() && !minor.empty() && !patch.empty()) return major + "." + minor + "." + patch;
@@ -189,12 +180,12 @@ constexpr std::size_t kCudaHeaderHead = 64u << 10;
 
 std::string cuda_version(const FingerprintRoots& roots) {
   // version.json (CUDA 11.1 on): {"cuda": {"name": ..., "version": "12.4.1"}, ...}.
-  const auto json = nlohmann::json::parse(read_small(roots.cuda + "/version.json", 64u << 10), nullptr, false);
+  const auto json = nlohmann::json::parse(read_file_head(roots.cuda + "/version.json", 64u << 10), nullptr, false);
   if (json.is_object() && json.contains("cuda") && json["cuda"].is_object() && json["cuda"].contains("version") &&
       json["cuda"]["version"].is_string() && !json["cuda"]["version"].get<std::string>().empty())
     return json["cuda"]["version"].get<std::string>();
   // cuda.h is over 1 MB; CUDA_VERSION is defined in its first few hundred lines.
-  const std::string cuda_h = read_small(roots.cuda + "/include/cuda.h", kCudaHeaderHead);
+  const std::string cuda_h = read_file_head(roots.cuda + "/include/cuda.h", kCudaHeaderHead);
   if (const std::string number = defined_number(cuda_h, "CUDA_VERSION"); !number.empty()) {
     const int v = std::stoi(number);
     return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
@@ -215,10 +206,10 @@ std::string metadata_version(const std::string& dir) {
   if (::stat(dir.c_str(), &st) != 0) return {};
   std::string text;
   if (S_ISDIR(st.st_mode)) {
-    text = read_small(dir + "/METADATA", 64u << 10);
-    if (text.empty()) text = read_small(dir + "/PKG-INFO", 64u << 10);
+    text = read_file_head(dir + "/METADATA", 64u << 10);
+    if (text.empty()) text = read_file_head(dir + "/PKG-INFO", 64u << 10);
   } else {
-    text = read_small(dir, 64u << 10);
+    text = read_file_head(dir, 64u << 10);
   }
   // The first "Version:" header line's value (RFC 822 style metadata).
   for (std::size_t line = 0; line < text.size();) {

@@ -3,12 +3,16 @@
 // zombie, and the bounded tail of an output (agent/wire/byte_tail.hpp).
 #include <catch2/catch.hpp>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <optional>
 #include <string>
 #include <thread>
@@ -119,6 +123,63 @@ TEST_CASE("the environment, working directory and streams the spec gives reach t
   char buf[64] = {};
   CHECK(::read(pipe.read.get(), buf, sizeof buf) == 8);
   CHECK(std::string(buf) == "spawned\n");
+}
+
+namespace {
+volatile sig_atomic_t handled_in_parent = 0;
+void note_usr1(int) { handled_in_parent = 1; }
+}  // namespace
+
+// A kFork child runs on the parent's memory until it executes: what it execs must be what execvp in a
+// process of its own would have chosen, and no handler of the parent's may run in it.
+TEST_CASE("a child searches its own PATH as execvp would, with no handler or blocked signal of the parent's", "[child_process]") {
+  struct TempDir {
+    std::string path = (std::filesystem::temp_directory_path() / "hvrun-child-path-XXXXXX").string();
+    TempDir() { REQUIRE(::mkdtemp(path.data()) != nullptr); }
+    ~TempDir() { std::filesystem::remove_all(path); }
+  } dir;
+  const std::string bin = dir.path + "/bin", locked = dir.path + "/locked";
+  REQUIRE(::mkdir(bin.c_str(), 0755) == 0);
+  REQUIRE(::mkdir(locked.c_str(), 0755) == 0);
+  const auto write_file = [](const std::string& path, const std::string& text, mode_t mode) {
+    std::ofstream(path) << text;
+    REQUIRE(::chmod(path.c_str(), mode) == 0);
+  };
+  write_file(bin + "/hvrun-test-prog", "#!/bin/sh\necho \"bin $1\"\n", 0755);
+  write_file(bin + "/hvrun-test-noshebang", "echo \"no shebang $1\"\n", 0755);  // execvp runs it under /bin/sh
+  write_file(locked + "/hvrun-test-prog", "#!/bin/sh\necho locked\n", 0644);  // not executable: skipped
+  write_file(locked + "/hvrun-test-only-locked", "#!/bin/sh\necho locked\n", 0644);
+
+  const auto run = [&](const std::string& program, const std::string& path) {
+    ChildSpec spec{.argv = {program, "x"}, .env = std::vector<std::string>{"PATH=" + path}, .what = "a test program"};
+    spec.stdio[1] = ChildStream::pipe("stdout of a test");
+    Child child = Child::start(spec);
+    const auto output = child.read_outputs(10s, 4096);
+    CHECK(child.wait().code == 0);
+    return output ? output->out : std::string("(no output)");
+  };
+  // Only on the child's PATH, never on this process's; an entry without the execute bit is passed over.
+  CHECK(run("hvrun-test-prog", locked + ":" + bin) == "bin x\n");
+  CHECK(run("hvrun-test-noshebang", "/nonexistent:" + bin) == "no shebang x\n");
+  ChildSpec denied{.argv = {"hvrun-test-only-locked"}, .env = std::vector<std::string>{"PATH=" + locked}, .what = "a test program"};
+  CHECK_THROWS_WITH(Child::start(denied), "cannot execute 'hvrun-test-only-locked': Permission denied");
+
+  // The parent catches SIGUSR1 and blocks SIGUSR2: the child meets both at their defaults.
+  struct sigaction handler{}, before{};
+  handler.sa_handler = note_usr1;
+  REQUIRE(::sigaction(SIGUSR1, &handler, &before) == 0);
+  sigset_t usr2, old_mask;
+  sigemptyset(&usr2);
+  sigaddset(&usr2, SIGUSR2);
+  REQUIRE(::pthread_sigmask(SIG_BLOCK, &usr2, &old_mask) == 0);
+  Child usr1 = Child::start(shell("kill -USR1 $$; sleep 5"));
+  Child usr2_child = Child::start(shell("kill -USR2 $$; sleep 5"));
+  const ExitStatus by_usr1 = usr1.wait(), by_usr2 = usr2_child.wait();
+  ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+  ::sigaction(SIGUSR1, &before, nullptr);
+  CHECK(by_usr1.signal == SIGUSR1);
+  CHECK(by_usr2.signal == SIGUSR2);
+  CHECK(handled_in_parent == 0);
 }
 
 TEST_CASE("a signal to a child that leads its group reaches its descendants too", "[child_process]") {

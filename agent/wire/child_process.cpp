@@ -4,6 +4,8 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sched.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -32,18 +34,11 @@ using Clock = std::chrono::steady_clock;
 // Caught or ignored by hvrun and the agent; every child starts with them at their defaults.
 constexpr std::array<int, 4> kDefaultSignals = {SIGPIPE, SIGINT, SIGTERM, SIGHUP};
 
-// What a forked child reports through the close-on-exec status pipe when it cannot exec.
+// What a child started by fork_child reports when it cannot exec.
 struct ChildFailure {
   SpawnError::Step step;
   int err;
 };
-
-[[noreturn]] void child_fail(int fd, SpawnError::Step step) {
-  const ChildFailure f{step, errno};
-  // Nothing useful can be done if this write fails; the parent then sees an exit code of 127.
-  [[maybe_unused]] auto n = ::write(fd, &f, sizeof f);
-  ::_exit(127);
-}
 
 const std::string& program_of(const ChildSpec& spec) { return spec.program.empty() ? spec.argv[0] : spec.program; }
 
@@ -88,8 +83,12 @@ PreparedStreams prepare_streams(const ChildSpec& spec) {
   return s;
 }
 
-// In the forked child: stream n from `fd` (-1: left as it is). Async-signal-safe.
-bool set_stream(int n, int fd) noexcept {
+// AddressSanitizer's bookkeeping before a call that does not return (__asan_handle_no_return) takes the
+// child's own stack for a thread's and fails: the code that runs in the child is not instrumented.
+#define HVRUN_IN_CHILD __attribute__((no_sanitize("address")))
+
+// In the child: stream n from `fd` (-1: left as it is). Async-signal-safe.
+HVRUN_IN_CHILD bool set_stream(int n, int fd) noexcept {
   if (fd == -1) return true;
   if (fd == kDevNull) {
     const int null_fd = ::open("/dev/null", (n == 0 ? O_RDONLY : O_WRONLY) | O_CLOEXEC);
@@ -101,50 +100,144 @@ bool set_stream(int n, int fd) noexcept {
   return ::dup2(fd, n) == n;
 }
 
-pid_t fork_child(const ChildSpec& spec, const PreparedStreams& streams) {
-  Pipe status = make_pipe(("exec status of " + spec.what).c_str());
-  // Everything the child touches is prepared before fork: after it, only async-signal-safe calls.
-  const CStringArray argv(spec.argv);
-  const std::string& program = program_of(spec);
-  const std::optional<CStringArray> envp = spec.env ? std::optional<CStringArray>(CStringArray(*spec.env)) : std::nullopt;
-  const pid_t parent = ::getpid();
+// The files execvp would try for `program`, in its order, searching the PATH the child will have: its
+// own environment's when the spec gives one (glibc's execvp reads the caller's, which a child sharing
+// our memory must not replace), else ours; glibc's default without any. An empty PATH entry is the
+// working directory.
+std::vector<std::string> exec_candidates(const std::string& program, const std::optional<std::vector<std::string>>& env) {
+  if (program.find('/') != std::string::npos) return {program};
+  std::optional<std::string> path;
+  if (env) {
+    const auto it = std::find_if(env->begin(), env->end(), [](const std::string& kv) { return kv.starts_with("PATH="); });
+    if (it != env->end()) path = it->substr(5);
+  } else if (const char* p = ::getenv("PATH")) {
+    path = p;
+  }
+  const std::string dirs = path.value_or("/bin:/usr/bin");
+  std::vector<std::string> out;
+  for (std::size_t at = 0;;) {
+    const std::size_t colon = dirs.find(':', at);
+    const std::string dir = dirs.substr(at, colon == std::string::npos ? std::string::npos : colon - at);
+    out.push_back(dir.empty() ? program : dir + "/" + program);
+    if (colon == std::string::npos) break;
+    at = colon + 1;
+  }
+  return out;
+}
+
+// Everything the child of fork_child reads, made by the parent before the child exists: the child runs
+// on the parent's memory and may not allocate. It writes only `failure`.
+struct ChildPlan {
+  const ChildSpec& spec;
+  const PreparedStreams& streams;
+  char* const* argv;
+  char* const* envp;
+  std::vector<std::string> candidates;
+  std::vector<char*> shell_argv;  // /bin/sh, a candidate (set by the child), argv[1..], null
+  pid_t parent;
+  std::optional<ChildFailure> failure;
+};
+
+HVRUN_IN_CHILD [[noreturn]] void child_failed(ChildPlan& plan, SpawnError::Step step) noexcept {
+  plan.failure = ChildFailure{step, errno};
+  ::_exit(127);
+}
+
+// The child: set-up, then execve of each candidate as execvp would (a file without a #! line runs
+// under /bin/sh; EACCES is reported when no candidate ran and one was not executable). Only system
+// calls: no allocation, no lock, nothing that another thread of the parent could hold.
+HVRUN_IN_CHILD int run_child(void* arg) noexcept {
+  ChildPlan& plan = *static_cast<ChildPlan*>(arg);
+  const ChildSpec& spec = plan.spec;
+  // No handler of the parent's may run here, on its memory: every caught signal goes back to its
+  // default while all are blocked (the parent blocked them before the clone), and so do the ones the
+  // launcher and the agent ignore. Other ignored signals stay ignored, as across any exec.
   struct sigaction default_action{};
   default_action.sa_handler = SIG_DFL;
+  for (int s = 1; s < NSIG; ++s) {
+    if (s == SIGKILL || s == SIGSTOP) continue;
+    struct sigaction old{};
+    if (::sigaction(s, nullptr, &old) != 0) continue;  // the signals glibc reserves
+    const bool reset = std::find(kDefaultSignals.begin(), kDefaultSignals.end(), s) != kDefaultSignals.end();
+    if (reset || (old.sa_handler != SIG_IGN && old.sa_handler != SIG_DFL)) ::sigaction(s, &default_action, nullptr);
+  }
+  if (spec.own_group) ::setpgid(0, 0);
+  if (spec.death_signal != 0) {
+    ::prctl(PR_SET_PDEATHSIG, spec.death_signal);
+    // Armed after the parent may have died: then no signal comes, and the child must not run alone.
+    if (::getppid() != plan.parent) ::_exit(127);
+  }
+  // A failure leaves the parent's limit; the child goes on.
+  if (spec.open_files) (void)::setrlimit(RLIMIT_NOFILE, &*spec.open_files);
+  for (int n = 0; n < 3; ++n)
+    if (!set_stream(n, plan.streams.child_fd[static_cast<std::size_t>(n)])) child_failed(plan, SpawnError::Step::kSetup);
+  if (!spec.cwd.empty() && ::chdir(spec.cwd.c_str()) != 0) child_failed(plan, SpawnError::Step::kChdir);
   sigset_t none;
   sigemptyset(&none);
-
-  const pid_t pid = ::fork();
-  if (pid < 0) throw_errno("fork", "starting " + spec.what);
-  if (pid == 0) {
-    const int sfd = status.write.get();
-    if (spec.own_group) ::setpgid(0, 0);
-    if (spec.death_signal != 0) {
-      ::prctl(PR_SET_PDEATHSIG, spec.death_signal);
-      // Armed after the parent may have died: then no signal comes, and the child must not run alone.
-      if (::getppid() != parent) ::_exit(127);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  bool denied = false;
+  for (const std::string& file : plan.candidates) {
+    ::execve(file.c_str(), plan.argv, plan.envp);
+    if (errno == ENOEXEC) {
+      plan.shell_argv[1] = const_cast<char*>(file.c_str());
+      ::execve("/bin/sh", plan.shell_argv.data(), plan.envp);
+      child_failed(plan, SpawnError::Step::kExec);
     }
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    for (const int s : kDefaultSignals) ::sigaction(s, &default_action, nullptr);
-    // A failure leaves the parent's limit; the child goes on.
-    if (spec.open_files) (void)::setrlimit(RLIMIT_NOFILE, &*spec.open_files);
-    for (int n = 0; n < 3; ++n) {
-      if (!set_stream(n, streams.child_fd[static_cast<std::size_t>(n)])) child_fail(sfd, SpawnError::Step::kSetup);
+    if (errno == EACCES) {
+      denied = true;
+    } else if (errno != ENOENT && errno != ENOTDIR && errno != ESTALE && errno != ENODEV && errno != ETIMEDOUT) {
+      child_failed(plan, SpawnError::Step::kExec);
     }
-    if (!spec.cwd.empty() && ::chdir(spec.cwd.c_str()) != 0) child_fail(sfd, SpawnError::Step::kChdir);
-    // execvp searches the PATH of `environ`, so the child's own PATH decides.
-    if (envp) environ = const_cast<char**>(envp->get());
-    ::execvp(program.c_str(), argv.get());
-    child_fail(sfd, SpawnError::Step::kExec);
   }
-  // Also from the parent, so that a signal sent right after the start reaches the right group.
-  if (spec.own_group) ::setpgid(pid, pid);
-  status.write.reset();
+  if (denied) errno = EACCES;
+  child_failed(plan, SpawnError::Step::kExec);
+  return 127;
+}
 
-  ChildFailure failure{};
-  const ssize_t n = retry_eintr([&] { return ::read(status.read.get(), &failure, sizeof failure); });
-  if (n == static_cast<ssize_t>(sizeof failure)) {
+// The child's stack: execve and the set-up calls need little; a sanitized build's frames are larger.
+constexpr std::size_t kChildStack = 256 * 1024;
+
+// A vfork-style child (CLONE_VM | CLONE_VFORK, as glibc's posix_spawn): it runs on this process's
+// memory until it executes, and this thread waits until then. A fork would copy the page tables, and
+// this process would then take a copy-on-write fault on every page it writes next; on a virtual machine
+// whose faults are dear that was the largest part of an agent's cost of starting a rank.
+pid_t fork_child(const ChildSpec& spec, const PreparedStreams& streams) {
+  const CStringArray argv(spec.argv);
+  const std::optional<CStringArray> envp = spec.env ? std::optional<CStringArray>(CStringArray(*spec.env)) : std::nullopt;
+  ChildPlan plan{.spec = spec,
+                 .streams = streams,
+                 .argv = argv.get(),
+                 .envp = envp ? envp->get() : environ,
+                 .candidates = exec_candidates(program_of(spec), spec.env),
+                 .shell_argv = {},
+                 .parent = ::getpid(),
+                 .failure = std::nullopt};
+  plan.shell_argv.push_back(const_cast<char*>("/bin/sh"));
+  plan.shell_argv.push_back(nullptr);
+  for (std::size_t i = 1; i < spec.argv.size(); ++i) plan.shell_argv.push_back(const_cast<char*>(spec.argv[i].c_str()));
+  plan.shell_argv.push_back(nullptr);
+
+  void* stack = ::mmap(nullptr, kChildStack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  if (stack == MAP_FAILED) throw_errno("mmap", "a stack for starting " + spec.what);
+  struct StackFree {
+    void* at;
+    ~StackFree() { ::munmap(at, kChildStack); }
+  } stack_free{stack};
+  // Blocked from before the clone until the child has reset its handlers: no handler of ours runs in it.
+  sigset_t all, old;
+  sigfillset(&all);
+  if (const int rc = ::pthread_sigmask(SIG_BLOCK, &all, &old); rc != 0) throw SystemError("pthread_sigmask", spec.what, rc);
+  const pid_t pid = ::clone(run_child, static_cast<char*>(stack) + kChildStack, CLONE_VM | CLONE_VFORK | SIGCHLD, &plan);
+  const int clone_errno = errno;
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (pid < 0) {
+    errno = clone_errno;
+    throw_errno("clone", "starting " + spec.what);
+  }
+  // The child has executed or failed: its process group was set before (no race with a signal).
+  if (plan.failure) {
     retry_eintr([&] { return ::waitpid(pid, nullptr, 0); });
-    throw SpawnError(failure_text(spec, failure.step, failure.err), failure.step, failure.err);
+    throw SpawnError(failure_text(spec, plan.failure->step, plan.failure->err), plan.failure->step, plan.failure->err);
   }
   return pid;
 }

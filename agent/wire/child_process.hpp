@@ -5,9 +5,12 @@
 // back a handle that reaps the child, killing it first if it is still there when the handle goes.
 //
 // Two ways to start, chosen by the caller:
-//  - fork, then exec: the child runs set-up code of its own between the two (PR_SET_PDEATHSIG, a
-//    working directory, an open files limit, argv[0] searched on the PATH of its own environment);
-//    a failed exec comes back through a close-on-exec status pipe.
+//  - kFork: the child runs set-up code of its own before it executes (PR_SET_PDEATHSIG, a working
+//    directory, an open files limit, argv[0] searched on the PATH of its own environment). It is a
+//    vfork-style child (clone with CLONE_VM | CLONE_VFORK): it runs on the parent's memory, with every
+//    handler of the parent's reset, until it executes, while the calling thread waits; so the parent's
+//    page tables are not copied and it takes no copy-on-write faults afterwards. A failed exec comes
+//    back through that shared memory.
 //  - posix_spawnp: no code of hvrun's runs in the child (glibc runs it on the parent's memory until it
 //    executes), so a process with many threads and a large heap does not pay for copying its page
 //    tables; a failed exec comes back as posix_spawnp's result.

@@ -3,12 +3,12 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <memory>
 #include <openssl/evp.h>
 #include <string_view>
 
 #include "agent/wire/error.hpp"
-#include "agent/wire/io_sizes.hpp"
 #include "agent/wire/job_secret.hpp"
 #include "agent/wire/unique_fd.hpp"
 
@@ -19,7 +19,8 @@ std::string sha256_file(const std::string& path) {
   if (!fd) throw_errno("open", path);
   std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), &EVP_MD_CTX_free);
   if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1) throw Error("EVP_DigestInit_ex failed");
-  char buf[kIoChunk];
+  // A 16 KiB chunk: the stack pages of a larger one are faults of their own on each agent's first hash.
+  char buf[16 * 1024];
   for (;;) {
     const ssize_t n = retry_eintr([&] { return ::read(fd.get(), buf, sizeof buf); });
     if (n < 0) throw_errno("read", path);
@@ -30,6 +31,19 @@ std::string sha256_file(const std::string& path) {
   unsigned int len = 0;
   EVP_DigestFinal_ex(ctx.get(), md, &len);
   return hex_encode(std::string_view(reinterpret_cast<const char*>(md), len));
+}
+
+std::string read_file_head(const std::string& path, std::size_t limit) {
+  const UniqueFd fd(retry_eintr([&] { return ::open(path.c_str(), O_RDONLY | O_CLOEXEC); }));
+  std::string text;
+  if (!fd) return text;
+  char buf[4096];
+  while (text.size() < limit) {
+    const ssize_t n = retry_eintr([&] { return ::read(fd.get(), buf, std::min(sizeof buf, limit - text.size())); });
+    if (n <= 0) break;
+    text.append(buf, static_cast<std::size_t>(n));
+  }
+  return text;
 }
 
 }  // namespace hvrun
