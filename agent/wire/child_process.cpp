@@ -138,7 +138,7 @@ struct ChildPlan {
   std::optional<ChildFailure> failure;
 };
 
-HVRUN_IN_CHILD [[noreturn]] void child_failed(ChildPlan& plan, SpawnError::Step step) noexcept {
+[[noreturn]] HVRUN_IN_CHILD void child_failed(ChildPlan& plan, SpawnError::Step step) noexcept {
   plan.failure = ChildFailure{step, errno};
   ::_exit(127);
 }
