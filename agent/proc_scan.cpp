@@ -5,31 +5,22 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <functional>
 #include <map>
 #include <sstream>
 
 #include "agent/wire/error.hpp"
-#include "agent/wire/unique_fd.hpp"
+#include "agent/wire/file_digest.hpp"
 
 namespace hvrun {
 
 namespace {
 
-// A /proc file read with one open and as few reads as it takes: the whole-/proc passes read thousands of
-// them, and a stream per file costs more than the read. Empty when the file is gone or unreadable.
-std::string read_proc_file(const std::string& path) {
-  const UniqueFd fd(retry_eintr([&] { return ::open(path.c_str(), O_RDONLY | O_CLOEXEC); }));
-  std::string text;
-  if (!fd) return text;
-  char buf[4096];
-  for (;;) {
-    const ssize_t n = retry_eintr([&] { return ::read(fd.get(), buf, sizeof buf); });
-    if (n <= 0) return text;
-    text.append(buf, static_cast<std::size_t>(n));
-  }
-}
+// A /proc file read with one open and as few reads as it takes (the whole-/proc passes read thousands
+// of them); empty when the file is gone or unreadable.
+std::string read_proc_file(const std::string& path) { return read_file_head(path, SIZE_MAX); }
 
 // The numbers in a whitespace-separated list ("123 456 ").
 std::vector<pid_t> pid_list(const std::string& text) {

@@ -9,9 +9,9 @@
 #include <boost/asio/steady_timer.hpp>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 
 #include "agent/proc_scan.hpp"
+#include "agent/wire/file_digest.hpp"
 #include "agent/wire/crash_report.hpp"
 
 namespace hvrun {
@@ -40,10 +40,7 @@ bool request_stack(pid_t pid) {
 }
 
 std::string read_bounded(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::string text(kMaxStackBytes, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  text.resize(static_cast<std::size_t>(in.gcount()));
+  std::string text = read_file_head(path, kMaxStackBytes);
   if (text.size() == kMaxStackBytes) text += "\n  ... (cut at 64 KiB)\n";
   return text;
 }
