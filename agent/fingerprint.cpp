@@ -184,9 +184,18 @@ std::string cuda_version(const FingerprintRoots& roots) {
   if (json.is_object() && json.contains("cuda") && json["cuda"].is_object() && json["cuda"].contains("version") &&
       json["cuda"]["version"].is_string() && !json["cuda"]["version"].get<std::string>().empty())
     return json["cuda"]["version"].get<std::string>();
-  // cuda.h is over 1 MB; CUDA_VERSION is defined in its first few hundred lines.
-  const std::string cuda_h = read_file_head(roots.cuda + "/include/cuda.h", kCudaHeaderHead);
-  if (const std::string number = defined_number(cuda_h, "CUDA_VERSION"); !number.empty()) {
+  // cuda.h is over 1 MB; CUDA_VERSION is defined in its first few hundred lines (14 KiB in, in CUDA 13):
+  // its first 16 KiB are read, and its first 64 KiB only where those do not hold it. A head cut short
+  // ends at its last whole line, so a number is never read cut.
+  std::string number;
+  for (const std::size_t limit : {kCudaHeaderHead / 4, kCudaHeaderHead}) {
+    std::string head = read_file_head(roots.cuda + "/include/cuda.h", limit);
+    const bool whole = head.size() < limit;
+    if (!whole) head.resize(head.rfind('\n') + 1);  // npos + 1 == 0: no whole line
+    number = defined_number(head, "CUDA_VERSION");
+    if (!number.empty() || whole) break;
+  }
+  if (!number.empty()) {
     const int v = std::stoi(number);
     return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
   }

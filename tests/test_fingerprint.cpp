@@ -100,6 +100,22 @@ TEST_CASE("fingerprint: a Python rank's script, interpreter, packages from metad
     CHECK(g.cuda == "13.0");
     CHECK(g.nccl == "2.28.9");
   }
+  SECTION("CUDA_VERSION past cuda.h's first 16 KiB, cut by them, or past its first 64 KiB") {
+    const FingerprintRoots cuda{(root / "no-gpus").string(), (root / "cuda4").string(), {}, {}};
+    const auto header_with_define_at = [&](std::size_t at) {
+      std::string text;
+      while (text.size() + 81 <= at) text += "/* " + std::string(76, 'x') + " */\n";
+      text += std::string(at - text.size() - 1, ' ') + "\n#define CUDA_VERSION 12040\n";
+      text += std::string(70u << 10, '\n');
+      testing::write_text(root / "cuda4/include/cuda.h", text);
+    };
+    header_with_define_at(20u << 10);
+    CHECK(take_fingerprint(r, cuda).cuda == "12.4");
+    header_with_define_at((16u << 10) - 23);  // "#define CUDA_VERSION 12" ends the first 16 KiB
+    CHECK(take_fingerprint(r, cuda).cuda == "12.4");
+    header_with_define_at(65u << 10);
+    CHECK(take_fingerprint(r, cuda).cuda.empty());
+  }
   SECTION("a wheel's plain libnccl.so.2: the versioned name beside it, else the header") {
     testing::write_text(root / "wheel/libnccl.so.2", "");
     testing::write_text(root / "inc/nccl.h", "#define NCCL_MAJOR 2\n#define NCCL_MINOR 21\n#define NCCL_PATCH 5\n");
