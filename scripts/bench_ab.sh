@@ -3,7 +3,8 @@
 # one run, so that a change's effect on the launch is measured on the same machine, lab and load:
 #   for each size N in BENCH_AB_HOSTS: `lab.sh up N`, one warm-up run of each build, then BENCH_AB_REPS
 #   rounds, each running A then B (then B then A in the next round, so neither always goes first):
-#     hvrun --verbose -p PORT -i KEY -H h0:2,h1:2,...  true      (2 slots per host; h0 is local)
+#     hvrun --verbose --disable-cache -p PORT -i KEY -H h0:2,h1:2,...  true   (2 slots per host; h0 is local;
+#     every launch probes: the two builds share one HOME, and a build before the probe cache always probed)
 #   from lab host 0 under scripts/bench/run_timed. Root only. Not part of ctest.
 #
 #   scripts/bench_ab.sh A_DIR B_DIR      # each holds hvrun and hvrun-agent (a build's cmd/, or a copy)
@@ -56,7 +57,7 @@ run_one() { # TAG KEY DIR N
   local tag=$1 key=$2 dir=$3 n=$4 f=$work/$1 list i line v name
   list=${H[0]}:$slots
   for ((i = 1; i < n; i++)); do list+=",${H[i]}:$slots"; done
-  "$lab" exec 0 env HOME="$home" LAB_DIR="$LAB_DIR" "$timer" "$run_timeout" "$f.res" "$dir/hvrun" --verbose \
+  "$lab" exec 0 env HOME="$home" LAB_DIR="$LAB_DIR" "$timer" "$run_timeout" "$f.res" "$dir/hvrun" --verbose --disable-cache \
     -p "$LAB_PORT" -i "$LAB_KEY" -H "$list" true </dev/null >"$f.out" 2>"$f.err" || true
   local wall user sys rss rc suser ssys threads
   { read -r wall user sys rss rc && read -r suser ssys && read -r threads; } <"$f.res" 2>/dev/null || rc=125

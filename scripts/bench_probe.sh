@@ -49,7 +49,7 @@ run_once() { # N MODE LIST ARGS...
   local n=$1 mode=$2 list=$3 t0 t1 line probe sent
   shift 3
   t0=${EPOCHREALTIME/[.,]/}
-  if "$lab" exec 0 env HOME="$home" "$build/cmd/hvrun" --verbose -p "$LAB_PORT" -i "$LAB_KEY" "$@" -H "$list" true \
+  if "$lab" exec 0 env HOME="$home" "$build/cmd/hvrun" --verbose --disable-cache -p "$LAB_PORT" -i "$LAB_KEY" "$@" -H "$list" true \
     >/dev/null 2>"$home/err"; then
     t1=${EPOCHREALTIME/[.,]/}
     line=$(grep -m1 'timings:' "$home/err")

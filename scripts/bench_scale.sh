@@ -101,7 +101,8 @@ run_hvrun() {
   shift 4
   list=${H[0]}
   for ((i = 1; i < n; i++)); do list+=",${H[i]}"; done
-  local args=(--verbose -H "$list")
+  # --disable-cache: every launch probes, so that the per-host cost measured includes the probe round.
+  local args=(--verbose --disable-cache -H "$list")
   [[ $key == sim.* && $key != *.defaults ]] && args+=("${sim_args[@]}")
   [[ $key == sim.* ]] && ((sim_fabric)) && args+=(--network-interface "$LAB_FABRIC_SUBNET")
   if [[ $way == ssh ]]; then args+=(-p "$LAB_PORT" -i "$LAB_KEY"); else args+=(--rsh-agent "$rsh"); fi

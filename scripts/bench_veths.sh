@@ -35,7 +35,7 @@ for v in $veths_list; do
   times=() failed=0
   for ((r = 0; r < reps; r++)); do
     t0=${EPOCHREALTIME/[.,]/}
-    if "$lab" exec 0 env HOME="$home" "$build/cmd/hvrun" -p "$LAB_PORT" -i "$LAB_KEY" -H "$list" true \
+    if "$lab" exec 0 env HOME="$home" "$build/cmd/hvrun" --disable-cache -p "$LAB_PORT" -i "$LAB_KEY" -H "$list" true \
       >/dev/null 2>"$home/err"; then
       t1=${EPOCHREALTIME/[.,]/}
       times+=($(((t1 - t0) / 1000)))

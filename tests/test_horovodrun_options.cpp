@@ -112,7 +112,7 @@ std::map<std::string, Expectation> expectations(const TempDir& tmp) {
       {"--num-proc", {{}, {"3"}, launches([](O o) { return o.np == 3; }), ""}},
       {"-cb", {{}, {}, exits(), ""}},
       {"--check-build", {{}, {}, exits(), ""}},
-      {"--disable-cache", {{}, {}, launches([](O o) { return o.command == Args{"cmd"}; }), ""}},
+      {"--disable-cache", {{}, {}, launches([](O o) { return o.disable_cache; }), ""}},
       {"--start-timeout", {{}, {"45"}, launches([](O o) { return o.start_timeout == 45s; }), ""}},
       {"--network-interfaces",
        {{}, {"eth1,enp6s0"}, launches([](O o) { return o.network_interfaces == Args{"eth1,enp6s0"}; }), ""}},

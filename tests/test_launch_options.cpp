@@ -1,6 +1,8 @@
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <iostream>
 #include <sstream>
 #include <string>
@@ -74,6 +76,30 @@ TEST_CASE("defaults", "[cli]") {
   CHECK_FALSE(o.dry_run);
   CHECK_FALSE(o.check_only);
   CHECK(o.command == Args{"python", "train.py"});
+}
+
+TEST_CASE("the probe cache is on unless --disable-cache or HVRUN_DISABLE_CACHE says otherwise", "[cli]") {
+  // The suite runs with HVRUN_DISABLE_CACHE=1 (tests/CMakeLists.txt): each case sets it as it needs.
+  const char* before = std::getenv("HVRUN_DISABLE_CACHE");
+  const std::optional<std::string> saved = before ? std::optional<std::string>(before) : std::nullopt;
+  auto with = [](const char* value, const Args& args) {
+    if (value)
+      ::setenv("HVRUN_DISABLE_CACHE", value, 1);
+    else
+      ::unsetenv("HVRUN_DISABLE_CACHE");
+    return options(args).disable_cache;
+  };
+  CHECK_FALSE(with(nullptr, {"cmd"}));
+  CHECK_FALSE(with("", {"cmd"}));
+  CHECK_FALSE(with("0", {"cmd"}));
+  CHECK(with("1", {"cmd"}));
+  CHECK(with("yes", {"cmd"}));
+  CHECK(with(nullptr, {"--disable-cache", "cmd"}));
+  CHECK(with("0", {"--disable-cache", "cmd"}));
+  if (saved)
+    ::setenv("HVRUN_DISABLE_CACHE", saved->c_str(), 1);
+  else
+    ::unsetenv("HVRUN_DISABLE_CACHE");
 }
 
 TEST_CASE("-np forms; the default host gets np slots", "[cli]") {

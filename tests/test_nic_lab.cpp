@@ -24,17 +24,26 @@ struct Home {
   }
   ~Home() { fs::remove_all(dir); }
 };
+
+// The 4-host trap lab, its hosts' names, fabric NICs and addresses, and all of them as -H's value.
+struct NicLab {
+  Lab lab{4, "hvnic"};  // short: longer host names wrap the lines these tests match
+  std::vector<std::string> names = lab.list("LAB_HOSTS");
+  std::vector<std::string> fabric = lab.list("LAB_FABRIC_IFACES");
+  std::vector<std::string> addrs = lab.list("LAB_FABRIC_ADDRS");
+  std::string hosts = [this] {
+    std::string list;
+    for (const auto& n : names) list += (list.empty() ? "" : ",") + n;
+    return list;
+  }();
+};
 }  // namespace
 
 TEST_CASE("NIC discovery picks each host's fabric NIC and explains every trap", "[lab][nic]") {
   HVRUN_SKIP_WITHOUT_LAB();
-  Lab lab(4, "hvnic");  // short: longer host names wrap the lines this test matches
+  NicLab trap;
+  const auto& [lab, names, fabric, addrs, hosts] = trap;
   Home home;
-  const auto names = lab.list("LAB_HOSTS");
-  const auto fabric = lab.list("LAB_FABRIC_IFACES");
-  const auto addrs = lab.list("LAB_FABRIC_ADDRS");
-  std::string hosts;
-  for (const auto& n : names) hosts += (hosts.empty() ? "" : ",") + n;
   auto hvrun = [&](std::vector<std::string> args) {
     std::vector<std::string> cmd{"/usr/bin/env", "HOME=" + home.dir.string(), hvrun_bin(), "-p", lab.var("LAB_PORT"),
                                  "-i", lab.var("LAB_KEY")};
@@ -209,5 +218,110 @@ TEST_CASE("NIC discovery picks each host's fabric NIC and explains every trap", 
     CHECK_THAT(check.out, Catch::Contains(names[1] + ": no usable NIC") && Catch::Contains("timeout from " + names[3]));
     lab.control({"oneway-clear", "1"});
     lab.control({"oneway-clear", "3"});
+  }
+}
+
+TEST_CASE("the probe cache: the next launch on the same hosts and NICs skips the probes, and a changed NIC, "
+          "--disable-cache, --check-only or a failed job makes it probe again", "[lab][nic]") {
+  HVRUN_SKIP_WITHOUT_LAB();
+  NicLab trap;
+  const auto& [lab, names, fabric, addrs, hosts] = trap;
+  Home home;
+  const fs::path entries = home.dir / ".cache" / "hvrun" / "nics";
+  // The suite runs with HVRUN_DISABLE_CACHE=1 (tests/CMakeLists.txt); this case is about the default.
+  auto hvrun = [&](std::vector<std::string> args, const std::string& disable = "") {
+    std::vector<std::string> cmd{"/usr/bin/env", "-u", "XDG_CACHE_HOME", "HOME=" + home.dir.string(),
+                                 "HVRUN_DISABLE_CACHE=" + disable, hvrun_bin(), "--verbose", "-p", lab.var("LAB_PORT"),
+                                 "-i", lab.var("LAB_KEY")};
+    cmd.insert(cmd.end(), args.begin(), args.end());
+    return run(lab.on_host(0, cmd), 60s);
+  };
+  const auto probes = [](const std::string& err) {
+    std::smatch m;
+    return std::regex_search(err, m, std::regex("probes sent ([0-9]+)")) ? std::stoi(m[1]) : -1;
+  };
+  const auto count = [&] {
+    return fs::exists(entries) ? std::distance(fs::directory_iterator(entries), fs::directory_iterator()) : 0;
+  };
+  const std::string from_cache = "from the probe cache";
+  const std::vector<std::string> show{"-H", hosts, "sh", "-c", "echo N=$HVRUN_IFACE A=$HVRUN_ADDR"};
+  auto same_nics = [&](const std::string& out) {
+    for (std::size_t i = 0; i < names.size(); ++i)
+      CHECK_THAT(out, Catch::Contains("[" + std::to_string(i) + "]<stdout>:N=" + fabric[i] + " A=" + addrs[i]));
+  };
+
+  auto first = hvrun(show);
+  INFO(first.out << first.err);
+  REQUIRE(first.exit_code == 0);
+  CHECK(probes(first.err) > 0);
+  CHECK_THAT(first.err, !Catch::Contains(from_cache));
+  same_nics(first.out);
+  CHECK(count() == 1);
+  {
+    INFO("the next launch takes the same NICs from the cache, without a probe");
+    auto r = hvrun(show);
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 0);
+    CHECK(probes(r.err) == 0);
+    CHECK_THAT(r.err, Catch::Contains(from_cache) && Catch::Contains(names[2] + " uses " + fabric[2] + " " + addrs[2]));
+    same_nics(r.out);
+  }
+  {
+    INFO("--disable-cache and HVRUN_DISABLE_CACHE=1 probe");
+    auto flag = hvrun({"--disable-cache", "-H", hosts, "true"});
+    INFO(flag.err);
+    CHECK(flag.exit_code == 0);
+    CHECK(probes(flag.err) > 0);
+    auto env = hvrun({"-H", hosts, "true"}, "1");
+    INFO(env.err);
+    CHECK(env.exit_code == 0);
+    CHECK(probes(env.err) > 0);
+  }
+  {
+    INFO("other flags that shape the round are another entry");
+    auto r = hvrun({"--network-interface", "^eth9", "-H", hosts, "true"});
+    INFO(r.err);
+    CHECK(r.exit_code == 0);
+    CHECK(probes(r.err) > 0);
+    CHECK(count() == 2);
+  }
+  {
+    INFO("a NIC with an address more than when it was probed: probed again");
+    REQUIRE(run(lab.on_host(2, {"ip", "addr", "add", "10.77.0.200/24", "dev", fabric[2]}), 10s).exit_code == 0);
+    struct Undo {
+      std::vector<std::string> cmd;
+      ~Undo() { run(cmd, 10s); }
+    } undo{lab.on_host(2, {"ip", "addr", "del", "10.77.0.200/24", "dev", fabric[2]})};
+    auto r = hvrun({"-H", hosts, "true"});
+    INFO(r.err);
+    CHECK(r.exit_code == 0);
+    CHECK(probes(r.err) > 0);
+    CHECK_THAT(r.err, !Catch::Contains(from_cache));
+  }
+  {
+    INFO("a job that fails on NICs from the cache drops its entry and says so; the next launch probes");
+    auto cached = hvrun({"-H", hosts, "true"});
+    REQUIRE(probes(cached.err) == 0);  // the entry of the first launch is back in use
+    auto r = hvrun({"-H", hosts, "sh", "-c", "exit 3"});
+    INFO(r.err);
+    CHECK(r.exit_code != 0);
+    CHECK_THAT(r.err, Catch::Contains("the NICs of this job came from the probe cache") &&
+                          Catch::Contains("the next launch probes them again"));
+    auto next = hvrun({"-H", hosts, "true"});
+    INFO(next.err);
+    CHECK(next.exit_code == 0);
+    CHECK(probes(next.err) > 0);
+  }
+  {
+    INFO("--check-only probes every pair and drops the entry a launch would take");
+    REQUIRE(probes(hvrun({"-H", hosts, "true"}).err) == 0);
+    auto check = hvrun({"--check-only", "-H", hosts});
+    INFO(check.out << check.err);
+    CHECK(check.exit_code == 0);
+    // --verbose: every NIC with every peer's outcome, which only probes give.
+    CHECK_THAT(check.out, Catch::Contains("eth9     10.88.0.1") && Catch::Contains("no answer within 1 s"));
+    auto next = hvrun({"-H", hosts, "true"});
+    INFO(next.err);
+    CHECK(probes(next.err) > 0);
   }
 }

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <cstdlib>
+#include <string>
 #include <string_view>
 
 #include <CLI/CLI.hpp>
@@ -175,7 +177,9 @@ void add_horovodrun_options(CLI::App& app, HorovodrunFlags& f) {
       ->type_name("ARGS")
       ->group(g::kMpirun);
   app.add_flag("--check-build", f.check_build, "Show what this hvrun supports, then exit")->group(g::kAbout);
-  app.add_flag("--disable-cache", f.disable_cache, "Accepted (horovodrun's): hvrun probes on every launch, no cache")
+  app.add_flag("--disable-cache", f.disable_cache,
+               "Probe the NICs on every launch instead of reusing what a launch on the same hosts, NICs and flags "
+               "chose within the last 60 minutes (horovodrun's; HVRUN_DISABLE_CACHE=1 does the same)")
       ->group(g::kNetwork);
   for (const ElasticFlag& r : kElastic) {
     app.add_option(r.names, r.help)->expected(r.values)->type_size(1)->type_name(r.type)->group(g::kElastic);
@@ -236,6 +240,8 @@ void settle_horovodrun_options(const CLI::App& app, const HorovodrunFlags& f, La
   HorovodTuning tuning;
   for (const auto& [dest, value, flag] : f.knobs) tuning.set_from_command_line(dest, value, flag);
   o.mpi = f.mpi;
+  const char* no_cache = std::getenv("HVRUN_DISABLE_CACHE");
+  o.disable_cache = f.disable_cache || (no_cache != nullptr && *no_cache != '\0' && std::string_view(no_cache) != "0");
   if (!f.config_file.empty()) {
     const auto controller = tuning.apply_config_file(f.config_file);
     if (controller && !f.gloo && !f.mpi) {

@@ -78,6 +78,9 @@ struct LaunchOptions {
   // --probe-peers K: how many peers probe each host's NICs (0: all pairs); unset: probe_peer_count's
   // default (all pairs under --check-only, kDefaultProbePeers for a launch; launcher/nic/probe_peers.hpp).
   std::optional<int> probe_peers;
+  // --disable-cache (horovodrun's), or HVRUN_DISABLE_CACHE=1: probe every launch instead of reusing a
+  // choice of the last 60 minutes on the same hosts, NICs and flags (launcher/nic/nic_cache.hpp).
+  bool disable_cache = false;
   std::vector<std::string> command;  // argv of each rank
   // --sync DIR (repeatable): made the same on every host before the ranks start (launcher/start/
   // sync_manifest.hpp), at most --sync-limit bytes in all.

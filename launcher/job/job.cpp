@@ -163,7 +163,8 @@ struct Job::Impl {
             .arm_deadline = [this](milliseconds after, std::function<void()> f) { arm_deadline(after, std::move(f)); },
             .cancel_deadline = [this] { deadline.cancel(); },
             .send = [this](std::size_t i, const ProbeRequestMsg& m) { links->send(i, m); },
-            .decided = [this] { on_decided(); }});
+            .decided = [this] { on_decided(); }},
+        probe_cache());
     output = std::make_unique<OutputMux>(
         plan.size(), OutputOptions{options.output_filename, options.prefix_timestamp, 1, 2, 10},
         [this] { asio::post(io, [this] {
@@ -181,12 +182,33 @@ struct Job::Impl {
     for (auto& h : hosts)
       if (h.local) h.local->reap(kShutdownTimeout);
     log_timings();
-    if (!mpirun || teardown.exit_code() != kExitOk) return teardown.exit_code();
+    if (!mpirun || teardown.exit_code() != kExitOk) return ended(teardown.exit_code());
     if (options.dry_run) {
       std::cout << shell_line(*mpirun) << std::endl;
       return kExitOk;
     }
-    return run_mpirun(*mpirun);
+    return ended(run_mpirun(*mpirun));
+  }
+
+  // A job that failed drops its probe cache entry: a NIC that began to drop packets looks the same to
+  // the cache's key, so the next launch must probe again rather than trust it.
+  int ended(int exit_code) {
+    if (exit_code == kExitOk || !nics) return exit_code;
+    nics->forget_cached();
+    if (const auto made = nics->cached_at())
+      spdlog::warn("the NICs of this job came from the probe cache (probed {} before the launch); that entry is dropped, "
+                   "so the next launch probes them again (--disable-cache probes every launch)",
+                   seconds_text(std::chrono::duration_cast<milliseconds>(NicCache::Clock::now() - *made)));
+    return exit_code;
+  }
+
+  // The probe cache a launch uses (--check-only only drops from it, nic_discovery.hpp): none under
+  // --disable-cache (or HVRUN_DISABLE_CACHE=1) or without a home directory to keep it in.
+  std::optional<NicCache> probe_cache() const {
+    if (options.disable_cache) return std::nullopt;
+    const auto dir = NicCache::default_dir();
+    if (!dir) return std::nullopt;
+    return NicCache(*dir);
   }
 
   // Runs the event loop to its end. An exception out of a handler (a timer's, a signal's) does not end

@@ -22,14 +22,18 @@ constexpr milliseconds kProbeSlack{2000};
 }  // namespace
 
 struct NicDiscovery::Impl {
-  Impl(asio::io_context& i, const LaunchOptions& o, const std::vector<JobHost>& h, NicFilter f, Hooks k)
-      : io(i), options(o), hosts(h), filter(std::move(f)), hooks(std::move(k)) {}
+  Impl(asio::io_context& i, const LaunchOptions& o, const std::vector<JobHost>& h, NicFilter f, Hooks k,
+       std::optional<NicCache> c)
+      : io(i), options(o), hosts(h), filter(std::move(f)), hooks(std::move(k)), cache(std::move(c)) {}
 
   asio::io_context& io;
   const LaunchOptions& options;
   const std::vector<JobHost>& hosts;
   NicFilter filter;
   Hooks hooks;
+  std::optional<NicCache> cache;
+  std::string cache_key;                                  // set by start() when there is a cache
+  std::optional<NicCache::Clock::time_point> cached_at;   // the choice came from the cache
   bool single_host = false;
   std::optional<ProbeRound> round;  // from start() on
   bool evaluation_pending = false;
@@ -56,11 +60,46 @@ struct NicDiscovery::Impl {
     round.emplace(std::move(members.hosts), std::move(members.inventories), filter, single_host, peers,
                   !options.check_only);
     started = Clock::now();
+    // Nothing to probe (one host, or all of them this machine): nothing to keep either.
+    if (cache && !round->planned().empty() && try_cache()) return;
     log_of(LogSubsys::kNic)
         .info("probing {} addresses of {} hosts ({})", round->planned().size(), hosts.size(),
               probe_scope(peers, round->members().size()));
     send_probes(round->planned(), options.probe_timeout);
     if (round->planned().empty()) decide();
+  }
+
+  // Takes the round's outcome from the cache when it holds one for these hosts, NICs and flags; then the
+  // choice is final at once (Hooks::decided) and nothing is probed.
+  // --check-only takes nothing from the cache: it drops the entry a launch with these hosts and flags
+  // would take, since one runs it when something is wrong (the failure reports say to).
+  bool try_cache() {
+    std::vector<std::string> stacks;
+    for (const std::size_t h : round->members()) stacks.push_back(hosts[h].hello->network_stack);
+    cache_key = NicCache::key(round->inventories(), stacks, options.network_interfaces,
+                              probe_peer_count(options.probe_peers, false), single_host);
+    if (options.check_only) {
+      cache->forget(cache_key);
+      cache_key.clear();
+      return false;
+    }
+    const auto hit = cache->load(cache_key, round->members().size(), NicCache::Clock::now());
+    if (!hit) return false;
+    round->adopt(hit->selections);
+    cached_at = hit->made;
+    decided_at = Clock::now();
+    probe_ms = std::chrono::duration_cast<milliseconds>(decided_at - started);
+    const auto age = std::chrono::duration_cast<std::chrono::seconds>(NicCache::Clock::now() - hit->made);
+    log_of(LogSubsys::kNic)
+        .info("the NICs of these {} hosts as probed {} ago, from the probe cache {} "
+              "(--disable-cache probes every launch)",
+              hosts.size(), seconds_text(age), cache->dir());
+    for (std::size_t i = 0; i < hosts.size(); ++i)
+      if (auto c = round->choice_of(i))
+        log_of(LogSubsys::kNic).info("{} uses {} {} ({}; probe cache)", hosts[i].name, c->iface, c->address, c->why);
+    hooks.cancel_deadline();
+    hooks.decided();
+    return true;
   }
 
   // Sends each prober its share of `probes`, in the order given.
@@ -88,6 +127,18 @@ struct NicDiscovery::Impl {
     }
   }
 
+  // The round's outcome as the cache keeps it: each member's choice and usable NICs.
+  std::vector<CachedSelection> cached_selections() const {
+    std::vector<CachedSelection> out;
+    for (const HostSelection& s : round->selections()) {
+      CachedSelection c{*s.selected, {}};
+      for (const NicVerdict& v : s.nics)
+        if (v.usable) c.usable.push_back(NicChoice{v.iface, v.address, {}});
+      out.push_back(std::move(c));
+    }
+    return out;
+  }
+
   void decide() {
     if (!hooks.probing()) return;
     hooks.cancel_deadline();
@@ -106,18 +157,26 @@ struct NicDiscovery::Impl {
     for (std::size_t i = 0; i < hosts.size(); ++i)
       if (auto c = round->choice_of(i))
         log_of(LogSubsys::kNic).info("{} uses {} {} ({})", hosts[i].name, c->iface, c->address, c->why);
+    if (!cache_key.empty() && round->every_member_chosen())
+      cache->store(cache_key, cached_selections(), NicCache::Clock::now());
     hooks.decided();
   }
 };
 
 NicDiscovery::NicDiscovery(asio::io_context& io, const LaunchOptions& options, const std::vector<JobHost>& hosts,
-                           NicFilter filter, Hooks hooks)
-    : impl_(std::make_unique<Impl>(io, options, hosts, std::move(filter), std::move(hooks))) {}
+                           NicFilter filter, Hooks hooks, std::optional<NicCache> cache)
+    : impl_(std::make_unique<Impl>(io, options, hosts, std::move(filter), std::move(hooks), std::move(cache))) {}
 NicDiscovery::~NicDiscovery() = default;
 
 void NicDiscovery::start() { impl_->start(); }
 void NicDiscovery::add(std::size_t from, const ProbeResultMsg& m, const std::string& peer) { impl_->add(from, m, peer); }
 void NicDiscovery::decide() { impl_->decide(); }
+
+std::optional<NicCache::Clock::time_point> NicDiscovery::cached_at() const { return impl_->cached_at; }
+
+void NicDiscovery::forget_cached() const {
+  if (!impl_->cache_key.empty()) impl_->cache->forget(impl_->cache_key);
+}
 
 const ProbeRound* NicDiscovery::round() const { return impl_->round ? &*impl_->round : nullptr; }
 

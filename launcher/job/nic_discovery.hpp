@@ -18,6 +18,7 @@
 #include "agent/wire/control_message.hpp"
 #include "launcher/check/check_input.hpp"
 #include "launcher/cli/launch_options.hpp"
+#include "launcher/nic/nic_cache.hpp"
 #include "launcher/nic/nic_filter.hpp"
 #include "launcher/nic/probe_round.hpp"
 #include "launcher/start/job_host.hpp"
@@ -40,16 +41,18 @@ class NicDiscovery {
     std::function<void()> decided;
   };
 
-  // `hosts`: the job's, read as they are when each call comes (it must outlive this object).
+  // `hosts`: the job's, read as they are when each call comes (it must outlive this object). `cache`: the
+  // probe cache to take the round's outcome from and to keep it in (nic_cache.hpp; --check-only only
+  // drops the entry a launch would take); nullopt: probe every time (--disable-cache, elastic rounds).
   NicDiscovery(boost::asio::io_context& io, const LaunchOptions& options, const std::vector<JobHost>& hosts,
-               NicFilter filter, Hooks hooks);
+               NicFilter filter, Hooks hooks, std::optional<NicCache> cache = std::nullopt);
   // May come while a deadline or a judgement of this round is still queued in `io`; those do nothing then.
   ~NicDiscovery();
   NicDiscovery(const NicDiscovery&) = delete;
   NicDiscovery& operator=(const NicDiscovery&) = delete;
 
   // Plans the round over the hosts with an agent and sends the first probes (decides at once when
-  // there is nothing to probe). Throws UsageError when --network-interface names a NIC some host lacks;
+  // there is nothing to probe, or when the cache holds this round's outcome). Throws UsageError when --network-interface names a NIC some host lacks;
   // then nothing was sent.
   void start();
   // A ProbeResultMsg from the agent of hosts[from] (`peer` in messages); throws ProtocolError as
@@ -58,6 +61,11 @@ class NicDiscovery {
   // Judges what has arrived: probes again what timed out, or ends the round (Hooks::decided). The probe
   // deadline calls this too.
   void decide();
+
+  // When the choice came from the probe cache: when that entry was made; else nullopt.
+  std::optional<NicCache::Clock::time_point> cached_at() const;
+  // Drops this round's cache entry (a job that failed), so that the next launch probes again.
+  void forget_cached() const;
 
   // The round, from start() on; null before.
   const ProbeRound* round() const;

@@ -6,6 +6,7 @@
 #include <tuple>
 #include <utility>
 
+#include "agent/wire/invariant.hpp"
 #include "launcher/nic/probe_peers.hpp"
 #include "launcher/nic/probe_retry.hpp"
 
@@ -107,6 +108,32 @@ bool ProbeRound::decision_is_final() const {
 
 void ProbeRound::decide() {
   selections_ = select_nics(inventories_, targets_, results_, filter_, single_host_, probers_);
+  judged_ = true;
+}
+
+void ProbeRound::adopt(const std::vector<CachedSelection>& cached) {
+  HVRUN_INVARIANT_MSG(cached.size() == members_.size() && results_.empty(),
+                      std::to_string(cached.size()) + " cached selections for " + std::to_string(members_.size()) +
+                          " members");
+  selections_.clear();
+  for (const CachedSelection& c : cached) {
+    HostSelection s;
+    for (const NicChoice& u : c.usable) {
+      NicVerdict v;
+      v.iface = u.iface;
+      v.address = u.address;
+      v.addresses = {u.address};
+      v.usable = true;
+      s.nics.push_back(std::move(v));
+    }
+    s.selected = c.selected;
+    selections_.push_back(std::move(s));
+  }
+  planned_.clear();
+  fresh_.clear();
+  unanswered_.clear();
+  outstanding_ = 0;
+  sent_ = 0;
   judged_ = true;
 }
 

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "launcher/nic/nic_cache.hpp"
 #include "launcher/nic/nic_filter.hpp"
 #include "launcher/nic/nic_selector.hpp"
 
@@ -58,7 +59,12 @@ class ProbeRound {
   // (attempts() is then the attempt they belong to); else empty.
   std::vector<Probe> retry();
 
-  // Valid after decide(); parallel to members().
+  // Takes a cached round's outcome (nic_cache.hpp) instead of probing: one per member, in member order.
+  // The selections then hold each host's choice and its usable NICs only (no peer views, no skipped NICs),
+  // and nothing is planned or awaited. Call before any result; throws InternalError on a size mismatch.
+  void adopt(const std::vector<CachedSelection>& cached);
+
+  // Valid after decide() or adopt(); parallel to members().
   const std::vector<HostSelection>& selections() const { return selections_; }
   // The NIC chosen for host `host` of the job; nullopt without an agent or without a usable NIC.
   std::optional<NicChoice> choice_of(std::size_t host) const;
