@@ -302,13 +302,19 @@ struct Job::Impl {
     return 0;
   }
 
-  // Starts the conversation with the agent of hosts[i] over `fd`.
+  // Starts the conversation with the agent of hosts[i] over `fd`. What its ranks would run is asked in
+  // the same breath (the agent answers after its `ready`): the slowest host's answer is what a launch
+  // whose NICs are decided at once (the probe cache) waits for. A host that must first get --sync's files
+  // is asked once it has them (synced).
   void attach(std::size_t i, UniqueFd fd) {
     const bool serves_store = rank0_host() == i;
     links->attach(i, std::move(fd),
                   JobMsg{secret.hex(), static_cast<int>(options.heartbeat_timeout.count()), static_cast<int>(i),
                          serves_store, stall.enabled()});
+    if (!needs_sync(i)) ask_fingerprint(i);
   }
+
+  bool needs_sync(std::size_t i) const { return sync && !sync->files.empty() && !hosts[i].is_local; }
 
   // Probing starts when every host has either said hello or (under --check-only, which reports them)
   // failed to connect.
@@ -678,13 +684,11 @@ struct Job::Impl {
     Host& h = hosts[i];
     if (h.ready || !h.hello) throw ProtocolError(links->peer(i) + ": ready out of turn");
     h.ready = m;
-    // What the ranks would run there is learnt while the probes run (fingerprints_in); with --sync, once
-    // that host has the files (this machine is their source).
-    if (sync && !sync->files.empty() && !h.is_local) {
+    // What the ranks would run there is learnt while the probes run (fingerprints_in): asked at attach,
+    // or with --sync once that host has the files (this machine is their source).
+    if (needs_sync(i)) {
       h.syncing = true;
       links->send(i, SyncCheckMsg{sync->files});
-    } else {
-      ask_fingerprint(i);
     }
     maybe_probe();
   }
