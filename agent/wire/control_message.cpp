@@ -14,6 +14,10 @@ namespace hvrun {
 // so the launcher can refuse that agent naming both versions.
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(InterfaceInfo, name, addresses, prefix_lengths, up, running, loopback,
                                                 is_virtual, speed_mbps, master)
+std::string encode_interfaces(const std::vector<InterfaceInfo>& interfaces) {
+  return nlohmann::json(interfaces).dump();
+}
+
 void to_json(nlohmann::json& j, const HelloMsg& m) {
   j = nlohmann::json{{"version", m.version},
                      {"hostname", m.hostname},

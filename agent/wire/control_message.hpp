@@ -264,6 +264,10 @@ using ControlMessage =
                  HorovodRendezvousMsg, HorovodRendezvousReadyMsg, StacksRequestMsg, StacksMsg, FingerprintRequestMsg,
                  FingerprintMsg, SyncCheckMsg, SyncNeedMsg, RestartMsg, RestartReadyMsg, KnockMsg, KnockResultMsg>;
 
+// `interfaces` as HelloMsg carries them on the wire (every field of InterfaceInfo): the launcher's probe
+// cache keys on it, so a field added there changes the key with it.
+std::string encode_interfaces(const std::vector<InterfaceInfo>& interfaces);
+
 std::string encode_control(const ControlMessage& msg);
 // Throws ProtocolError naming `peer` for malformed JSON, an unknown type or missing/mistyped fields
 // (a number that is not an integer in int's range is mistyped: every number of these messages is an int).

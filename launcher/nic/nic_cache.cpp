@@ -14,6 +14,7 @@
 #include <spdlog/spdlog.h>
 #include <system_error>
 
+#include "agent/wire/control_message.hpp"
 #include "agent/wire/error.hpp"
 #include "agent/wire/file_digest.hpp"
 #include "agent/wire/job_secret.hpp"
@@ -67,13 +68,9 @@ std::string NicCache::key(const std::vector<HostInventory>& inventories, const s
   json hosts = json::array();
   for (std::size_t i = 0; i < inventories.size(); ++i) {
     const HostInventory& inv = inventories[i];
-    json nics = json::array();
-    for (const InterfaceInfo& n : inv.interfaces)
-      nics.push_back(json{{"name", n.name}, {"addresses", n.addresses}, {"prefixes", n.prefix_lengths},
-                          {"up", n.up}, {"running", n.running}, {"loopback", n.loopback},
-                          {"virtual", n.is_virtual}, {"speed", n.speed_mbps}, {"master", n.master}});
     hosts.push_back(json{{"host", inv.host}, {"hostname", inv.hostname},
-                         {"stack", i < stacks.size() ? stacks[i] : std::string()}, {"nics", std::move(nics)}});
+                         {"stack", i < stacks.size() ? stacks[i] : std::string()},
+                         {"nics", encode_interfaces(inv.interfaces)}});
   }
   const json inputs{{"format", kFormat}, {"filter", filter}, {"peers", peers}, {"single_host", single_host},
                     {"hosts", std::move(hosts)}};
