@@ -18,6 +18,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -68,19 +69,19 @@ HorovodRendezvousLimits small_limits() {
 // The client's socket; closed with an RST (SO_LINGER 0) so that no run leaves a TIME_WAIT behind.
 class ClientSocket {
  public:
-  explicit ClientSocket(std::uint16_t port) : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
+  // Non-blocking from the start, and the handshake awaited with poll(): a blocking connect() can be
+  // cut short by libFuzzer's own timer (SIGALRM every timeout/2 s) with EINTR while the handshake goes
+  // on in the kernel, and cannot simply be called again. On loopback the wait is for the kernel alone
+  // (the server need not accept), so 5 s is a hang, not a slow machine.
+  explicit ClientSocket(std::uint16_t port) : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) {
     if (fd_ < 0) harness_failed("socket");
     sockaddr_in sa{};
     sa.sin_family = AF_INET;
     sa.sin_port = htons(port);
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    // Blocking: the kernel completes a loopback handshake without the server's accept.
-    const int flags = ::connect(fd_, reinterpret_cast<const sockaddr*>(&sa), sizeof sa) == 0 ? ::fcntl(fd_, F_GETFL) : -1;
-    if (flags < 0 || ::fcntl(fd_, F_SETFL, flags | O_NONBLOCK) != 0) {
-      const int error = errno;
-      ::close(fd_);
-      errno = error;
-      harness_failed("connect, or fcntl O_NONBLOCK");
+    if (::connect(fd_, reinterpret_cast<const sockaddr*>(&sa), sizeof sa) != 0) {
+      if (errno != EINPROGRESS && errno != EINTR) fail_and_close("connect to 127.0.0.1:" + std::to_string(port));
+      await_connected(port);
     }
   }
   ~ClientSocket() {
@@ -137,6 +138,37 @@ class ClientSocket {
   }
 
  private:
+  // Waits until the handshake that connect() began has ended, and fails unless it succeeded.
+  void await_connected(std::uint16_t port) {
+    const auto deadline = Clock::now() + 5s;
+    for (;;) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      if (left <= 0ms) {
+        errno = ETIMEDOUT;
+        fail_and_close("connect to 127.0.0.1:" + std::to_string(port) + " (no handshake in 5 s)");
+      }
+      pollfd p{fd_, POLLOUT, 0};
+      const int ready = ::poll(&p, 1, static_cast<int>(left.count()));
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready < 0) fail_and_close("poll for connect to 127.0.0.1:" + std::to_string(port));
+      if (ready == 0) continue;
+      int error = 0;
+      socklen_t size = sizeof error;
+      if (::getsockopt(fd_, SOL_SOCKET, SO_ERROR, &error, &size) != 0)
+        fail_and_close("getsockopt(SO_ERROR) after connect to 127.0.0.1:" + std::to_string(port));
+      if (error == 0) return;
+      errno = error;
+      fail_and_close("connect to 127.0.0.1:" + std::to_string(port));
+    }
+  }
+
+  [[noreturn]] void fail_and_close(const std::string& what) {
+    const int error = errno;
+    ::close(fd_);
+    errno = error;
+    harness_failed(what);
+  }
+
   int fd_;
   std::size_t sent_ = 0;
   bool write_done_ = false;
