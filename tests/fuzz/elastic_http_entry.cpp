@@ -15,18 +15,13 @@
 // rank >= 0, and decoded worker addresses with a key of the secret's size and ports in range; the
 // server never holds more keys than its bound nor more than our one connection; and after close() it
 // holds no connection and no key.
-#include <arpa/inet.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <poll.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <cstring>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -37,6 +32,8 @@
 #include "agent/wire/horovod_pickle.hpp"
 #include "agent/wire/horovod_rendezvous.hpp"
 #include "agent/wire/log.hpp"
+#include "agent/wire/unique_fd.hpp"
+#include "launcher/ssh/tcp_dial.hpp"
 #include "tests/fuzz/fuzz_entries.hpp"
 
 namespace hvrun::fuzz {
@@ -66,28 +63,16 @@ HorovodRendezvousLimits small_limits() {
   throw std::system_error(errno, std::generic_category(), "elastic_http harness: " + what);
 }
 
-// The client's socket; closed with an RST (SO_LINGER 0) so that no run leaves a TIME_WAIT behind.
+// The client's socket, connected by the launcher's own `dial_tcp` (non-blocking, the handshake awaited
+// with poll() under a deadline: libFuzzer's timer signal cuts a blocking connect() short with EINTR);
+// closed with an RST (SO_LINGER 0) so that no run leaves a TIME_WAIT behind. On loopback the handshake
+// needs the kernel alone, not the server's accept, so 5 s without it is a hang, not a slow machine.
 class ClientSocket {
  public:
-  // Non-blocking from the start, and the handshake awaited with poll(): a blocking connect() can be
-  // cut short by libFuzzer's own timer (SIGALRM every timeout/2 s) with EINTR while the handshake goes
-  // on in the kernel, and cannot simply be called again. On loopback the wait is for the kernel alone
-  // (the server need not accept), so 5 s is a hang, not a slow machine.
-  explicit ClientSocket(std::uint16_t port) : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) {
-    if (fd_ < 0) harness_failed("socket");
-    sockaddr_in sa{};
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons(port);
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::connect(fd_, reinterpret_cast<const sockaddr*>(&sa), sizeof sa) != 0) {
-      if (errno != EINPROGRESS && errno != EINTR) fail_and_close("connect to 127.0.0.1:" + std::to_string(port));
-      await_connected(port);
-    }
-  }
+  explicit ClientSocket(std::uint16_t port) : fd_(connect_loopback(port)) {}
   ~ClientSocket() {
     const linger reset{1, 0};
-    ::setsockopt(fd_, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
-    ::close(fd_);
+    ::setsockopt(fd_.get(), SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
   }
   ClientSocket(const ClientSocket&) = delete;
   ClientSocket& operator=(const ClientSocket&) = delete;
@@ -97,11 +82,11 @@ class ClientSocket {
   void pump_out(std::string_view input) {
     while (!write_done_) {
       if (sent_ == input.size()) {
-        if (::shutdown(fd_, SHUT_WR) != 0 && errno != ENOTCONN) harness_failed("shutdown(SHUT_WR)");
+        if (::shutdown(fd_.get(), SHUT_WR) != 0 && errno != ENOTCONN) harness_failed("shutdown(SHUT_WR)");
         write_done_ = true;
         return;
       }
-      const ssize_t n = ::send(fd_, input.data() + sent_, input.size() - sent_, MSG_NOSIGNAL);
+      const ssize_t n = ::send(fd_.get(), input.data() + sent_, input.size() - sent_, MSG_NOSIGNAL);
       if (n > 0) {
         sent_ += static_cast<std::size_t>(n);
       } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
@@ -120,7 +105,7 @@ class ClientSocket {
   bool pump_in(std::string& out) {
     char buf[16 * 1024];
     for (;;) {
-      const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+      const ssize_t n = ::recv(fd_.get(), buf, sizeof buf, 0);
       if (n > 0) {
         out.append(buf, static_cast<std::size_t>(n));
       } else if (n == 0) {
@@ -138,38 +123,15 @@ class ClientSocket {
   }
 
  private:
-  // Waits until the handshake that connect() began has ended, and fails unless it succeeded.
-  void await_connected(std::uint16_t port) {
-    const auto deadline = Clock::now() + 5s;
-    for (;;) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-      if (left <= 0ms) {
-        errno = ETIMEDOUT;
-        fail_and_close("connect to 127.0.0.1:" + std::to_string(port) + " (no handshake in 5 s)");
-      }
-      pollfd p{fd_, POLLOUT, 0};
-      const int ready = ::poll(&p, 1, static_cast<int>(left.count()));
-      if (ready < 0 && errno == EINTR) continue;
-      if (ready < 0) fail_and_close("poll for connect to 127.0.0.1:" + std::to_string(port));
-      if (ready == 0) continue;
-      int error = 0;
-      socklen_t size = sizeof error;
-      if (::getsockopt(fd_, SOL_SOCKET, SO_ERROR, &error, &size) != 0)
-        fail_and_close("getsockopt(SO_ERROR) after connect to 127.0.0.1:" + std::to_string(port));
-      if (error == 0) return;
-      errno = error;
-      fail_and_close("connect to 127.0.0.1:" + std::to_string(port));
-    }
+  static UniqueFd connect_loopback(std::uint16_t port) {
+    DialResult dialled = dial_tcp("127.0.0.1", port, 5s);
+    if (dialled.failure != DialFailure::kNone)
+      throw std::runtime_error("elastic_http harness: connect to 127.0.0.1:" + std::to_string(port) + ": " +
+                               (dialled.detail.empty() ? "no handshake in 5 s" : dialled.detail));
+    return std::move(dialled.fd);
   }
 
-  [[noreturn]] void fail_and_close(const std::string& what) {
-    const int error = errno;
-    ::close(fd_);
-    errno = error;
-    harness_failed(what);
-  }
-
-  int fd_;
+  UniqueFd fd_;
   std::size_t sent_ = 0;
   bool write_done_ = false;
 };
