@@ -4,7 +4,7 @@
 // rank's process group when told to or when the launcher goes away.
 #include <memory>
 
-#include "agent/wire/unique_fd.hpp"
+#include "common/unique_fd.hpp"
 
 namespace hvrun {
 

@@ -5,7 +5,7 @@
 #include <type_traits>
 #include <variant>
 
-#include "agent/wire/error.hpp"
+#include "common/error.hpp"
 
 namespace hvrun {
 

@@ -18,7 +18,7 @@
 #include <chrono>
 #include <optional>
 
-#include "agent/wire/control_message.hpp"
+#include "common/control_message.hpp"
 
 namespace hvrun {
 

@@ -13,10 +13,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "agent/wire/child_process.hpp"
-#include "agent/wire/error.hpp"
-#include "agent/wire/file_digest.hpp"
-#include "agent/wire/program_path.hpp"
+#include "common/child_process.hpp"
+#include "common/error.hpp"
+#include "common/file_digest.hpp"
+#include "common/program_path.hpp"
 
 namespace hvrun {
 

@@ -8,8 +8,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "agent/wire/crash_report.hpp"
-#include "agent/wire/error.hpp"
+#include "common/crash_report.hpp"
+#include "common/error.hpp"
 
 namespace hvrun {
 

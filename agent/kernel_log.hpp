@@ -9,7 +9,7 @@
 #include <optional>
 #include <string>
 
-#include "agent/wire/unique_fd.hpp"
+#include "common/unique_fd.hpp"
 
 namespace hvrun {
 

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <fstream>
 
-#include "agent/wire/log.hpp"
+#include "common/log.hpp"
 
 namespace hvrun {
 

@@ -3,7 +3,7 @@
 #include <string>
 #include <utility>
 
-#include "agent/wire/error.hpp"
+#include "common/error.hpp"
 
 namespace hvrun {
 

@@ -9,7 +9,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "agent/wire/control_message.hpp"
+#include "common/control_message.hpp"
 
 namespace hvrun {
 

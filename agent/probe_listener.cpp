@@ -9,10 +9,10 @@
 #include <optional>
 #include <spdlog/spdlog.h>
 
-#include "agent/wire/error.hpp"
-#include "agent/wire/frame_codec.hpp"
-#include "agent/wire/job_secret.hpp"
-#include "agent/wire/probe_message.hpp"
+#include "common/error.hpp"
+#include "common/frame_codec.hpp"
+#include "common/job_secret.hpp"
+#include "common/probe_message.hpp"
 
 namespace hvrun {
 

@@ -1,6 +1,6 @@
 #pragma once
 // Answers probes on every address of this host (one dual-stack TCP socket on all addresses). A
-// prober sends a fresh nonce (ProbeChallenge, agent/wire/probe_message.hpp); the answer (ProbeAnswer)
+// prober sends a fresh nonce (ProbeChallenge, common/probe_message.hpp); the answer (ProbeAnswer)
 // names this host's index in the job and proves membership with HMAC-SHA256(secret, nonce | index)
 // (probe_mac_input). Nothing else is accepted: a connection that is silent, sends garbage or too much
 // is closed within kPatience.

@@ -7,10 +7,10 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 
-#include "agent/wire/error.hpp"
-#include "agent/wire/frame_codec.hpp"
-#include "agent/wire/job_secret.hpp"
-#include "agent/wire/probe_message.hpp"
+#include "common/error.hpp"
+#include "common/frame_codec.hpp"
+#include "common/job_secret.hpp"
+#include "common/probe_message.hpp"
 
 namespace hvrun {
 

@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "agent/wire/control_message.hpp"
+#include "common/control_message.hpp"
 
 namespace boost::asio {
 class io_context;

@@ -11,8 +11,8 @@
 #include <map>
 #include <sstream>
 
-#include "agent/wire/error.hpp"
-#include "agent/wire/file_digest.hpp"
+#include "common/error.hpp"
+#include "common/file_digest.hpp"
 
 namespace hvrun {
 

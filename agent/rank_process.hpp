@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "agent/wire/child_process.hpp"
-#include "agent/wire/unique_fd.hpp"
+#include "common/child_process.hpp"
+#include "common/unique_fd.hpp"
 
 namespace hvrun {
 

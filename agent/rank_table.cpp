@@ -3,8 +3,8 @@
 #include <utility>
 
 #include "agent/kernel_log.hpp"
-#include "agent/wire/crash_report.hpp"
-#include "agent/wire/exit_status.hpp"
+#include "common/crash_report.hpp"
+#include "common/exit_status.hpp"
 
 namespace hvrun {
 

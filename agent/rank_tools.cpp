@@ -13,10 +13,10 @@
 #include <string_view>
 #include <system_error>
 
-#include "agent/wire/crash_report.hpp"
-#include "agent/wire/error.hpp"
-#include "agent/wire/unique_fd.hpp"
-#include "agent/wire/write_fully.hpp"
+#include "common/crash_report.hpp"
+#include "common/error.hpp"
+#include "common/unique_fd.hpp"
+#include "common/write_fully.hpp"
 
 namespace hvrun {
 

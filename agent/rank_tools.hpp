@@ -2,14 +2,14 @@
 // What the agent adds to its ranks so that their crashes and hangs can be explained: a private
 // directory (mkdtemp, mode 0700, under base_directory()) holding libhvrun_crash.so, written out from the
 // copy built into the agent, and the folder where the ranks write the stacks hvrun asks for
-// (agent/wire/crash_report.hpp). Removed, with what is in it, when the agent ends; a directory whose
+// (common/crash_report.hpp). Removed, with what is in it, when the agent ends; a directory whose
 // agent was killed is removed by the next agent of the same user on that host (its lock file's flock
 // died with the agent).
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "agent/wire/unique_fd.hpp"
+#include "common/unique_fd.hpp"
 
 namespace hvrun {
 

@@ -10,7 +10,7 @@
 #include <boost/beast/http/write.hpp>
 #include <chrono>
 
-#include "agent/wire/duration_text.hpp"
+#include "common/duration_text.hpp"
 
 namespace hvrun {
 

@@ -1,11 +1,11 @@
 #pragma once
-// The agent's side of a knock (KnockMsg, agent/wire/horovod_rendezvous.hpp): connect to hvrun's
+// The agent's side of a knock (KnockMsg, common/horovod_rendezvous.hpp): connect to hvrun's
 // rendezvous, send `PUT /hvrun/knock` with the launcher's token, read the answer's status. One deadline
 // for all of it, as a probe has.
 #include <functional>
 #include <memory>
 
-#include "agent/wire/control_message.hpp"
+#include "common/control_message.hpp"
 
 namespace boost::asio {
 class io_context;

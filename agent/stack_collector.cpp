@@ -11,8 +11,8 @@
 #include <filesystem>
 
 #include "agent/proc_scan.hpp"
-#include "agent/wire/crash_report.hpp"
-#include "agent/wire/file_digest.hpp"
+#include "common/crash_report.hpp"
+#include "common/file_digest.hpp"
 
 namespace hvrun {
 

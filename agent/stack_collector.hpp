@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/wire/control_message.hpp"
+#include "common/control_message.hpp"
 
 namespace boost::asio {
 class io_context;

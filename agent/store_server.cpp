@@ -14,13 +14,13 @@
 #include <unordered_set>
 #include <vector>
 
-#include "agent/wire/duration_text.hpp"
-#include "agent/wire/io_sizes.hpp"
-#include "agent/wire/error.hpp"
-#include "agent/wire/frame_codec.hpp"
-#include "agent/wire/invariant.hpp"
-#include "agent/wire/tcp_listener.hpp"
-#include "agent/wire/log.hpp"
+#include "common/duration_text.hpp"
+#include "common/io_sizes.hpp"
+#include "common/error.hpp"
+#include "common/frame_codec.hpp"
+#include "common/invariant.hpp"
+#include "common/tcp_listener.hpp"
+#include "common/log.hpp"
 
 namespace hvrun {
 

@@ -2,7 +2,7 @@
 // The job's rendezvous store (the server side): a key-value map with blocking get/wait, an atomic
 // counter (add), check and delete, served over TCP to the ranks of one job. It runs inside an existing
 // single-threaded Boost.Asio io_context (the agent's), so it adds no thread and lives exactly as long
-// as its owner keeps it. Protocol and limits: agent/wire/store_protocol.hpp.
+// as its owner keeps it. Protocol and limits: common/store_protocol.hpp.
 //
 // Guarantees: every connection proves it holds the job token before any operation (HMAC challenge,
 // constant-time compare); garbage, oversized frames, a wrong token or silence past the authentication
@@ -15,7 +15,7 @@
 #include <memory>
 #include <string>
 
-#include "agent/wire/store_protocol.hpp"
+#include "common/store_protocol.hpp"
 
 namespace boost::asio {
 class io_context;

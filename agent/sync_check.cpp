@@ -5,8 +5,8 @@
 #include <charconv>
 #include <string_view>
 
-#include "agent/wire/error.hpp"
-#include "agent/wire/file_digest.hpp"
+#include "common/error.hpp"
+#include "common/file_digest.hpp"
 
 namespace hvrun {
 

@@ -10,9 +10,9 @@
 #include <openssl/crypto.h>
 
 #include "agent/agent.hpp"
-#include "agent/wire/error.hpp"
-#include "agent/wire/log.hpp"
-#include "agent/wire/user_message.hpp"
+#include "common/error.hpp"
+#include "common/log.hpp"
+#include "common/user_message.hpp"
 #include "hvrun/version.hpp"
 
 int main(int argc, char** argv) {
@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
     std::cerr << "hvrun-agent: started by hvrun, not by hand (unexpected argument '" << argv[1] << "')\n";
     return 2;
   }
-  // The agent's own messages go to stderr, each "hvrun-agent: " + text (agent/wire/log.hpp), at info and
+  // The agent's own messages go to stderr, each "hvrun-agent: " + text (common/log.hpp), at info and
   // above: stdout carries the protocol (and, once duplicated away below, the ranks' output).
   hvrun::init_log("hvrun-agent: ");
   hvrun::set_log_threshold(hvrun::LogLevel::info, hvrun::all_log_subsystems());

@@ -4,9 +4,9 @@
 #include <cstdlib>
 #include <iostream>
 
-#include "agent/wire/error.hpp"
-#include "agent/wire/log.hpp"
-#include "agent/wire/user_message.hpp"
+#include "common/error.hpp"
+#include "common/log.hpp"
+#include "common/user_message.hpp"
 #include "launcher/base/open_files_limit.hpp"
 #include "launcher/cli/launch_options.hpp"
 #include "launcher/cli/log_choice.hpp"
@@ -15,7 +15,7 @@
 
 namespace {
 int run(int argc, char** argv) {
-  // hvrun's own messages go to stderr, each "hvrun: " + text (agent/wire/log.hpp): stdout carries the
+  // hvrun's own messages go to stderr, each "hvrun: " + text (common/log.hpp): stdout carries the
   // ranks' output. Thread-safe: the output writer's thread reports a broken stream too.
   hvrun::init_log(hvrun::kHvrunLogPrefix);
   // A reader of hvrun's stdout that goes away (`hvrun ... | head`) or an SSH socket closed under us

@@ -13,7 +13,7 @@
 #include <spdlog/spdlog.h>
 #include <vector>
 
-#include "agent/wire/error.hpp"
+#include "common/error.hpp"
 #include "collectives/bench_plan.hpp"
 #include "hvrun/communicator.hpp"
 #if HVRUN_HAVE_NCCL

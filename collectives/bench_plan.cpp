@@ -5,7 +5,7 @@
 #include <charconv>
 #include <string>
 
-#include "agent/wire/error.hpp"
+#include "common/error.hpp"
 
 namespace hvrun::bench {
 

@@ -5,7 +5,7 @@
 #include <mutex>
 #include "collectives/collectives_log.hpp"
 
-#include "agent/wire/error.hpp"
+#include "common/error.hpp"
 #include "collectives/gloo_backend.hpp"
 #include "collectives/rank_contract.hpp"
 #include "collectives/store_client.hpp"

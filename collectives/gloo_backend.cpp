@@ -15,8 +15,8 @@
 #include <map>
 #include <sstream>
 
-#include "agent/wire/error.hpp"
-#include "agent/wire/local_hostname.hpp"
+#include "common/error.hpp"
+#include "common/local_hostname.hpp"
 #include "collectives/collectives_log.hpp"
 #include "collectives/gloo_store.hpp"
 #include "collectives/store_client.hpp"

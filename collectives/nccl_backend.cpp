@@ -2,8 +2,8 @@
 
 #include <thread>
 
-#include "agent/wire/duration_text.hpp"
-#include "agent/wire/error.hpp"
+#include "common/duration_text.hpp"
+#include "common/error.hpp"
 #include "collectives/collectives_log.hpp"
 #include "collectives/nccl_check.hpp"
 #include "collectives/store_client.hpp"

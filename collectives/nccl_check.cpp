@@ -1,6 +1,6 @@
 #include "collectives/nccl_check.hpp"
 
-#include "agent/wire/error.hpp"
+#include "common/error.hpp"
 
 namespace hvrun {
 

@@ -3,8 +3,8 @@
 #include <charconv>
 #include <cstdlib>
 
-#include "agent/wire/error.hpp"
-#include "agent/wire/rank_contract_names.hpp"
+#include "common/error.hpp"
+#include "common/rank_contract_names.hpp"
 
 namespace hvrun {
 

@@ -22,8 +22,8 @@
 #include <thread>
 #include <vector>
 
-#include "agent/wire/error.hpp"
-#include "agent/wire/job_secret.hpp"
+#include "common/error.hpp"
+#include "common/job_secret.hpp"
 #include "agent/store_server.hpp"
 #include "hvrun/communicator.hpp"
 #include "collectives/loopback_ranks.hpp"

@@ -10,11 +10,11 @@
 #include <optional>
 #include <thread>
 
-#include "agent/wire/duration_text.hpp"
-#include "agent/wire/error.hpp"
-#include "agent/wire/frame_codec.hpp"
-#include "agent/wire/io_sizes.hpp"
-#include "agent/wire/store_protocol.hpp"
+#include "common/duration_text.hpp"
+#include "common/error.hpp"
+#include "common/frame_codec.hpp"
+#include "common/io_sizes.hpp"
+#include "common/store_protocol.hpp"
 
 namespace hvrun {
 

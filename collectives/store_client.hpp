@@ -21,7 +21,7 @@ struct StoreClientOptions {
 
   std::string host;  // IP address (HVRUN_STORE_ADDR) or host name
   std::uint16_t port = 0;
-  std::string token;  // HVRUN_STORE_TOKEN; never sent, only proven (see agent/wire/store_protocol.hpp)
+  std::string token;  // HVRUN_STORE_TOKEN; never sent, only proven (see common/store_protocol.hpp)
   // How long the first connection (and any reconnection) keeps retrying.
   std::chrono::milliseconds connect_timeout = kDefaultConnectTimeout;
   // Default deadline of get and wait, and the deadline of every other call.

@@ -15,7 +15,7 @@
 #     Slurm's settings).
 #   a path (it holds a /): its first folder one of this tree's (agent/ cmd/ ...), a launcher room
 #     (`ssh/`, read as launcher/ssh/) or `hvrun/` (an include path: collectives/include/hvrun/, or a
-#     file generated from agent/NAME.in). It must exist; `*` in it is a glob (`launcher/job/job.*`).
+#     file generated from common/NAME.in). It must exist; `*` in it is a glob (`launcher/job/job.*`).
 #     A path whose first folder is none of these belongs to another project (`boost/asio/post.hpp`,
 #     `gloo/transport/tcp/loop.h`) and is skipped.
 #   a file name (no /, ends in a file suffix: .cpp .hpp .h .cc .c .sh .md .py .txt .in .so, or in .*
@@ -33,7 +33,7 @@
 #   a hyphenated word (programs, lab commands, probe outcomes: `hvrun-agent`, `wrong-host`) must occur
 #     as written in the sources.
 #   anything else is reported as unreadable, so that a new kind of span gets a rule here.
-# "The sources" are the text files under agent/ launcher/ collectives/ cmd/ tests/ scripts/ cmake/
+# "The sources" are the text files under common/ agent/ launcher/ collectives/ cmd/ tests/ scripts/ cmake/
 # and the top-level CMakeLists.txt, read once; words inside // and /* */ comments of C and C++ files
 # and # comments of the others do not count (a name only a comment mentions is no longer code).
 #   tests/design_names.sh SOURCE_DIR [DESIGN_FILE]   (DESIGN_FILE defaults to SOURCE_DIR/docs/DESIGN.md)
@@ -44,7 +44,7 @@ foreign="gloo::transport::tcp::Device Loop loop_ PropagateResourceLimits __gai_n
 src=${1:?usage: design_names.sh SOURCE_DIR [DESIGN_FILE]}
 cd "$src"
 design=${2:-docs/DESIGN.md}
-source_dirs=(agent launcher collectives cmd tests scripts cmake)
+source_dirs=(common agent launcher collectives cmd tests scripts cmake)
 top_dirs=$(find . -mindepth 1 -maxdepth 1 -type d ! -name .git ! -name .cache ! -name 'build*' -printf '%f\n' | sort | tr '\n' ' ')
 rooms=$(find launcher -mindepth 1 -maxdepth 1 -type d -printf '%f\n' | sort | tr '\n' ' ')
 
@@ -197,7 +197,7 @@ awk -v foreign="$foreign" -v top_dirs="$top_dirs" -v rooms="$rooms" -v design="$
       n = split(s, p, "/")
       if (p[1] == "hvrun") {
         rest = substr(s, 7); names++
-        if (!exists("collectives/include/" s) && !exists("agent/" rest ".in")) bad("is not a file of collectives/include/hvrun/ nor made from agent/" rest ".in")
+        if (!exists("collectives/include/" s) && !exists("common/" rest ".in")) bad("is not a file of collectives/include/hvrun/ nor made from common/" rest ".in")
       } else if (p[1] in top) {
         names++; if (!exists(s)) bad("is not in the tree")
       } else if (p[1] in room) {

@@ -3,8 +3,8 @@
 
 #include <string>
 
-#include "agent/wire/control_message.hpp"
-#include "agent/wire/frame_codec.hpp"
+#include "common/control_message.hpp"
+#include "common/frame_codec.hpp"
 
 int main() {
   const std::string hello =

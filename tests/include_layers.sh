@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # The include rules of docs/DESIGN.md section 1.1, checked on every source file (ctest: include_layers).
 # Each folder may include only what its layer allows (quoted includes; <...> are system headers):
-#   agent/wire/   agent/wire/, hvrun/ (the generated version header, the public error header)
-#   agent/        agent/ (itself and the wire layer), hvrun/ — never launcher/ or collectives/
-#   launcher/     rooms in this order, each including only itself, the rooms before it, agent/wire/ and
+#   common/       common/, hvrun/ (the generated version header, the public error header): the layer
+#                 every side shares depends on nothing of hvrun's
+#   agent/        agent/, common/, hvrun/ — never launcher/ or collectives/
+#   launcher/     rooms in this order, each including only itself, the rooms before it, common/ and
 #                 hvrun/ (never the agent proper, never collectives/):
 #                   base ssh output nic cli ranks start check elastic job
-#   collectives/  collectives/, agent/wire/, hvrun/; the store benchmark (store_bench_main.cpp, a program,
+#   collectives/  collectives/, common/, hvrun/; the store benchmark (store_bench_main.cpp, a program,
 #                 not the library) also agent/store_server.hpp, the server it measures against
 #   collectives/include/hvrun/ (installed): only hvrun/ headers and the standard library
-#   cmd/          launcher/, agent/, hvrun/
+#   cmd/          launcher/, agent/, common/, hvrun/
 # Prints each include that breaks a rule with its file and line; exit 1 if any does.
 #   tests/include_layers.sh SOURCE_DIR
 set -euo pipefail
@@ -28,8 +29,8 @@ allow() {
     bad=1
   fi
 }
-allow agent/wire 'agent/wire/|hvrun/' "the wire layer includes only itself and hvrun/"
-allow agent 'agent/|hvrun/' "agent/ includes only agent/ and hvrun/" agent/wire/
+allow common 'common/|hvrun/' "common/ includes only itself and hvrun/"
+allow agent 'agent/|common/|hvrun/' "agent/ includes only agent/, common/ and hvrun/"
 # The launcher's rooms, lowest first. A source file directly in launcher/ belongs to no room: none may be.
 rooms=(base ssh output nic cli ranks start check elastic job)
 stray=$(find launcher -maxdepth 1 -name '*.[ch]pp' | sort)
@@ -49,17 +50,17 @@ done
 below="" named=""
 for r in "${rooms[@]}"; do
   below+="launcher/$r/|" named+="${named:+, }$r"
-  allow "launcher/$r" "${below}agent/wire/|hvrun/" \
-    "launcher/$r/ includes only the launcher's rooms up to it ($named), the wire layer and hvrun/"
+  allow "launcher/$r" "${below}common/|hvrun/" \
+    "launcher/$r/ includes only the launcher's rooms up to it ($named), the common layer and hvrun/"
 done
-allow collectives 'collectives/|agent/wire/|hvrun/' "collectives/ includes collectives/, the wire layer and hvrun/ only" \
+allow collectives 'collectives/|common/|hvrun/' "collectives/ includes collectives/, common/ and hvrun/ only" \
   'collectives/store_bench_main.cpp:|collectives/include/'
-allow collectives/store_bench_main.cpp 'collectives/|agent/wire/|agent/store_server\.hpp"|hvrun/' \
-  "the store benchmark includes the library, the wire layer and the store server only"
+allow collectives/store_bench_main.cpp 'collectives/|common/|agent/store_server\.hpp"|hvrun/' \
+  "the store benchmark includes the library, common/ and the store server only"
 allow collectives/include/hvrun 'hvrun/' "a public header includes only hvrun/ headers"
-allow cmd 'launcher/|agent/|hvrun/' "cmd/ includes launcher/, agent/ and hvrun/ only"
+allow cmd 'launcher/|agent/|common/|hvrun/' "cmd/ includes launcher/, agent/, common/ and hvrun/ only"
 if ((bad)); then
   echo "include_layers: includes that break docs/DESIGN.md section 1.1 (above)"
   exit 1
 fi
-echo "include_layers: agent/wire/, agent/, launcher/'s rooms (${rooms[*]}), collectives/, cmd/ and the public headers keep their include rules"
+echo "include_layers: common/, agent/, launcher/'s rooms (${rooms[*]}), collectives/, cmd/ and the public headers keep their include rules"

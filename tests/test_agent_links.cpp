@@ -9,8 +9,8 @@
 #include <cstring>
 #include <variant>
 
-#include "agent/wire/control_message.hpp"
-#include "agent/wire/frame_channel.hpp"
+#include "common/control_message.hpp"
+#include "common/frame_channel.hpp"
 #include "launcher/start/agent_links.hpp"
 
 using hvrun::AgentLinks;

@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "agent/output_flow.hpp"
-#include "agent/wire/error.hpp"
+#include "common/error.hpp"
 
 using hvrun::kOutputWindow;
 using hvrun::OutputFlow;

@@ -5,9 +5,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "agent/wire/control_message.hpp"
-#include "agent/wire/frame_codec.hpp"
-#include "agent/wire/job_secret.hpp"
+#include "common/control_message.hpp"
+#include "common/frame_codec.hpp"
+#include "common/job_secret.hpp"
 #include "hvrun/version.hpp"
 #include "launcher/start/local_agent.hpp"
 #include "tests/support/child_process.hpp"

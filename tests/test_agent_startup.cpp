@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/wire/error.hpp"
+#include "common/error.hpp"
 #include "hvrun/version.hpp"
 #include "launcher/start/agent_startup.hpp"
 

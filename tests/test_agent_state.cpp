@@ -5,7 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include "agent/agent_state.hpp"
-#include "agent/wire/error.hpp"
+#include "common/error.hpp"
 
 using hvrun::AgentState;
 using hvrun::ControlMessage;

@@ -1,6 +1,6 @@
-// The one owner of child processes (agent/wire/child_process.hpp): exec failures with the program and
+// The one owner of child processes (common/child_process.hpp): exec failures with the program and
 // strerror, exit codes and 128+N, process groups, PR_SET_PDEATHSIG, the handle that never leaves a
-// zombie, and the bounded tail of an output (agent/wire/byte_tail.hpp).
+// zombie, and the bounded tail of an output (common/byte_tail.hpp).
 #include <catch2/catch.hpp>
 #include <signal.h>
 #include <sys/stat.h>
@@ -19,9 +19,9 @@
 #include <vector>
 
 #include "agent/proc_scan.hpp"
-#include "agent/wire/byte_tail.hpp"
-#include "agent/wire/child_process.hpp"
-#include "agent/wire/exit_status.hpp"
+#include "common/byte_tail.hpp"
+#include "common/child_process.hpp"
+#include "common/exit_status.hpp"
 #include "tests/support/child_process.hpp"
 
 using namespace hvrun;

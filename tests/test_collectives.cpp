@@ -10,7 +10,7 @@
 #include <functional>
 #include <thread>
 
-#include "agent/wire/error.hpp"
+#include "common/error.hpp"
 #include "collectives/bench_plan.hpp"
 #include "collectives/loopback_ranks.hpp"
 #include "hvrun/communicator.hpp"

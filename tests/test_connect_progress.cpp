@@ -2,7 +2,7 @@
 // round goes on the wire (launcher/job/probe_messages.hpp), on hand-made hosts.
 #include <catch2/catch.hpp>
 
-#include "agent/wire/error.hpp"
+#include "common/error.hpp"
 #include "launcher/job/probe_messages.hpp"
 #include "launcher/start/connect_progress.hpp"
 

@@ -16,7 +16,7 @@
 #include <vector>
 #include <thread>
 
-#include "agent/wire/error.hpp"
+#include "common/error.hpp"
 #include "launcher/start/connector.hpp"
 
 namespace asio = boost::asio;

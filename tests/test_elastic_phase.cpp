@@ -6,7 +6,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "agent/wire/invariant.hpp"
+#include "common/invariant.hpp"
 #include "launcher/elastic/elastic_phase.hpp"
 
 using hvrun::ElasticPhase;

@@ -6,7 +6,7 @@
 #include <fstream>
 
 #include "agent/fingerprint.hpp"
-#include "agent/wire/file_digest.hpp"
+#include "common/file_digest.hpp"
 #include "launcher/check/fingerprint_report.hpp"
 #include "tests/sshd_fixture.hpp"
 

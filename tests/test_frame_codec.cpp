@@ -1,8 +1,8 @@
 #include <catch2/catch.hpp>
 
-#include "agent/wire/control_message.hpp"
-#include "agent/wire/error.hpp"
-#include "agent/wire/frame_codec.hpp"
+#include "common/control_message.hpp"
+#include "common/error.hpp"
+#include "common/frame_codec.hpp"
 
 #include <nlohmann/json.hpp>
 

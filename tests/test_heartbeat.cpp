@@ -1,11 +1,11 @@
-// The heartbeat rule shared by the launcher and the agent (agent/wire/heartbeat.hpp): the sending
+// The heartbeat rule shared by the launcher and the agent (common/heartbeat.hpp): the sending
 // interval, the sender's stop, and the watchdog's silence, rearm and disarmed state.
 #include <catch2/catch.hpp>
 
 #include <utility>  // before Asio: docs/DESIGN.md §8
 #include <boost/asio/io_context.hpp>
 
-#include "agent/wire/heartbeat.hpp"
+#include "common/heartbeat.hpp"
 
 using namespace std::chrono_literals;
 

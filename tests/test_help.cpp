@@ -10,7 +10,7 @@
 #include <CLI/CLI.hpp>
 #include <spdlog/common.h>
 
-#include "agent/wire/log.hpp"
+#include "common/log.hpp"
 #include "launcher/cli/cli_bindings.hpp"
 #include "launcher/cli/help_formatter.hpp"
 #include "launcher/cli/launch_options.hpp"

@@ -1,4 +1,4 @@
-// agent/wire/horovod_pickle.hpp: the pickles and the Wire framing of Horovod's worker notification
+// common/horovod_pickle.hpp: the pickles and the Wire framing of Horovod's worker notification
 // service. The fixtures below are the exact bytes Horovod 0.28.1's cloudpickle wrote for each message
 // (pickle protocol 5); the last case feeds hvrun's messages to Horovod's own WorkerNotificationService.
 #include <catch2/catch.hpp>
@@ -7,8 +7,8 @@
 #include <sstream>
 #include <string>
 
-#include "agent/wire/horovod_pickle.hpp"
-#include "agent/wire/job_secret.hpp"
+#include "common/horovod_pickle.hpp"
+#include "common/job_secret.hpp"
 #include "hvrun/error.hpp"
 #include "tests/support/child_process.hpp"
 #include "tests/support/horovod_site.hpp"

@@ -1,4 +1,4 @@
-// Horovod's Gloo rendezvous server (agent/wire/horovod_rendezvous.hpp): what Horovod's HTTP client needs
+// Horovod's Gloo rendezvous server (common/horovod_rendezvous.hpp): what Horovod's HTTP client needs
 // (PUT, GET, 404 while missing, DELETE, raw binary values, a case-exact Content-Length on every answer,
 // one request per connection), and what a stranger or a runaway client cannot do (bounds, refused
 // peers, slow requests).
@@ -16,8 +16,8 @@
 #include <boost/asio/post.hpp>
 
 #include "agent/rendezvous_knock.hpp"
-#include "agent/wire/horovod_rendezvous.hpp"
-#include "agent/wire/error.hpp"
+#include "common/horovod_rendezvous.hpp"
+#include "common/error.hpp"
 #include "launcher/elastic/worker_notifier.hpp"
 #include "launcher/ranks/horovod_rendezvous_plan.hpp"
 #include "tests/support/child_process.hpp"

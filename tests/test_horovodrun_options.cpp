@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/wire/error.hpp"
+#include "common/error.hpp"
 #include "launcher/cli/launch_options.hpp"
 #include "tests/support/child_process.hpp"
 #include "tests/support/lab_hvrun.hpp"

@@ -5,7 +5,7 @@
 
 #include <unistd.h>
 
-#include "agent/wire/error.hpp"
+#include "common/error.hpp"
 #include "launcher/cli/host_list.hpp"
 #include "tests/support/usage_error.hpp"
 

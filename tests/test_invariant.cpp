@@ -5,8 +5,8 @@
 #include <optional>
 #include <string>
 
-#include "agent/wire/invariant.hpp"
-#include "agent/wire/user_message.hpp"
+#include "common/invariant.hpp"
+#include "common/user_message.hpp"
 
 using Catch::Contains, Catch::EndsWith;
 

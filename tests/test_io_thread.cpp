@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "agent/wire/unique_fd.hpp"
+#include "common/unique_fd.hpp"
 #include "launcher/base/io_thread.hpp"
 
 using namespace std::chrono_literals;

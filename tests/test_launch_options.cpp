@@ -10,7 +10,7 @@
 
 #include <unistd.h>
 
-#include "agent/wire/error.hpp"
+#include "common/error.hpp"
 #include "hvrun/version.hpp"
 #include "launcher/cli/launch_options.hpp"
 

@@ -1,4 +1,4 @@
-// hvrun's own logging (agent/wire/log.hpp, launcher/cli/log_choice.hpp): the threshold decided from
+// hvrun's own logging (common/log.hpp, launcher/cli/log_choice.hpp): the threshold decided from
 // --verbose and --hvrun-log-level, subsystem lists, the prefix written by the pattern, and the same seen
 // end to end from the real hvrun binary. The options' parsing: test_launch_options.cpp.
 #include <catch2/catch.hpp>
@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "agent/wire/error.hpp"
-#include "agent/wire/log.hpp"
-#include "agent/wire/user_message.hpp"
+#include "common/error.hpp"
+#include "common/log.hpp"
+#include "common/user_message.hpp"
 #include "launcher/cli/log_choice.hpp"
 #include "tests/support/child_process.hpp"
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/wire/error.hpp"
+#include "common/error.hpp"
 #include "launcher/base/shell_quote.hpp"
 #include "launcher/nic/ip_subnet.hpp"
 #include "launcher/ranks/mpirun_command.hpp"

@@ -8,7 +8,7 @@
 #include <functional>
 #include <thread>
 
-#include "agent/wire/error.hpp"
+#include "common/error.hpp"
 #include "hvrun/communicator.hpp"
 #include "collectives/loopback_ranks.hpp"
 #include "collectives/store_client.hpp"

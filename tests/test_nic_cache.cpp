@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/wire/invariant.hpp"
+#include "common/invariant.hpp"
 #include "launcher/nic/nic_cache.hpp"
 #include "launcher/nic/probe_round.hpp"
 #include "tests/support/nic_lab.hpp"

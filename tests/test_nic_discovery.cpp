@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/wire/error.hpp"
+#include "common/error.hpp"
 #include "launcher/check/check_run.hpp"
 #include "launcher/job/nic_discovery.hpp"
 #include "launcher/nic/probe_retry.hpp"

@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/wire/error.hpp"
+#include "common/error.hpp"
 #include "launcher/nic/ip_subnet.hpp"
 #include "launcher/nic/nic_filter.hpp"
 

@@ -12,7 +12,7 @@
 #include <fstream>
 #include <string>
 
-#include "agent/wire/unique_fd.hpp"
+#include "common/unique_fd.hpp"
 #include "hvrun/error.hpp"
 #include "launcher/base/open_files_limit.hpp"
 #include "launcher/start/command_agent.hpp"

@@ -7,7 +7,7 @@
 #include <regex>
 #include <sstream>
 
-#include "agent/wire/error.hpp"
+#include "common/error.hpp"
 #include "launcher/output/output_mux.hpp"
 
 using namespace hvrun;

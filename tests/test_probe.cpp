@@ -13,10 +13,10 @@
 #include <map>
 #include <thread>
 
-#include "agent/wire/frame_codec.hpp"
-#include "agent/wire/interface_list.hpp"
-#include "agent/wire/job_secret.hpp"
-#include "agent/wire/probe_message.hpp"
+#include "common/frame_codec.hpp"
+#include "common/interface_list.hpp"
+#include "common/job_secret.hpp"
+#include "common/probe_message.hpp"
 #include "agent/probe_listener.hpp"
 #include "agent/prober.hpp"
 

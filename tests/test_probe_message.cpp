@@ -1,11 +1,11 @@
-// The probe between agents (agent/wire/probe_message.hpp): round trips, the strict decoders, and the
+// The probe between agents (common/probe_message.hpp): round trips, the strict decoders, and the
 // words of ProbeOutcome.
 #include <catch2/catch.hpp>
 
 #include <string>
 
-#include "agent/wire/job_secret.hpp"
-#include "agent/wire/probe_message.hpp"
+#include "common/job_secret.hpp"
+#include "common/probe_message.hpp"
 
 using namespace hvrun;
 using Catch::Matchers::Contains;

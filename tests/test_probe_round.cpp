@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/wire/error.hpp"
+#include "common/error.hpp"
 #include "launcher/nic/probe_retry.hpp"
 #include "launcher/nic/probe_round.hpp"
 #include "tests/support/nic_lab.hpp"

@@ -4,7 +4,7 @@
 #include <set>
 #include <string>
 
-#include "agent/wire/error.hpp"
+#include "common/error.hpp"
 #include "launcher/ranks/rank_env.hpp"
 
 using Env = std::map<std::string, std::string>;

@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/wire/error.hpp"
+#include "common/error.hpp"
 #include "launcher/cli/rank_plan.hpp"
 
 using hvrun::HostSpec;

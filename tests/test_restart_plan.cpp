@@ -2,7 +2,7 @@
 // (RankPlan::without), without sockets or processes.
 #include <catch2/catch.hpp>
 
-#include "agent/wire/error.hpp"
+#include "common/error.hpp"
 #include "launcher/job/restart_plan.hpp"
 
 using hvrun::HostSpec;

@@ -11,7 +11,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "agent/wire/error.hpp"
+#include "common/error.hpp"
 #include "launcher/cli/launch_options.hpp"
 #include "tests/support/child_process.hpp"
 #include "tests/support/lab.hpp"

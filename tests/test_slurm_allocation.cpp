@@ -7,7 +7,7 @@
 #include <map>
 #include <sstream>
 
-#include "agent/wire/error.hpp"
+#include "common/error.hpp"
 #include "launcher/cli/launcher_choice.hpp"
 #include "launcher/cli/slurm_allocation.hpp"
 #include "launcher/cli/slurm_host_list.hpp"

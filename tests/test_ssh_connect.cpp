@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "agent/wire/unique_fd.hpp"
+#include "common/unique_fd.hpp"
 #include "launcher/ssh/ssh_session.hpp"
 #include "tests/sshd_fixture.hpp"
 #include "tests/support/ssh_test.hpp"

@@ -11,10 +11,10 @@
 #include <random>
 #include <thread>
 
-#include "agent/wire/error.hpp"
-#include "agent/wire/frame_codec.hpp"
-#include "agent/wire/store_protocol.hpp"
-#include "agent/wire/unique_fd.hpp"
+#include "common/error.hpp"
+#include "common/frame_codec.hpp"
+#include "common/store_protocol.hpp"
+#include "common/unique_fd.hpp"
 #include "collectives/store_client.hpp"
 #include "tests/support/loopback_connection.hpp"
 #include "tests/support/served_store.hpp"

@@ -8,8 +8,8 @@
 #include <future>
 
 #include "agent/sync_check.hpp"
-#include "agent/wire/error.hpp"
-#include "agent/wire/file_digest.hpp"
+#include "common/error.hpp"
+#include "common/file_digest.hpp"
 #include "launcher/start/sync_manifest.hpp"
 #include "tests/sshd_fixture.hpp"
 

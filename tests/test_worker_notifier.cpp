@@ -10,8 +10,8 @@
 #include <filesystem>
 #include <optional>
 
-#include "agent/wire/horovod_pickle.hpp"
-#include "agent/wire/job_secret.hpp"
+#include "common/horovod_pickle.hpp"
+#include "common/job_secret.hpp"
 #include "launcher/elastic/worker_notifier.hpp"
 #include "tests/support/child_process.hpp"
 #include "tests/support/horovod_site.hpp"

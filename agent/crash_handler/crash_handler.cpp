@@ -16,7 +16,7 @@
 //   program goes on.
 //
 // The text formats are a contract with the launcher (launcher/output/stderr_digest.hpp,
-// launcher/job/stack_groups.hpp); agent/wire/crash_report.hpp spells them.
+// launcher/job/stack_groups.hpp); common/crash_report.hpp spells them.
 //
 // Everything here runs in signal handlers: only async-signal-safe calls (write, open, read, mmap,
 // rename), no allocation, no stdio. Stacks are walked by libgcc's unwinder linked into this library
@@ -42,7 +42,7 @@
 #include <unwind.h>
 #include <unistd.h>
 
-#include "agent/wire/crash_report.hpp"
+#include "common/crash_report.hpp"
 
 namespace {
 

@@ -15,8 +15,8 @@
 #include <set>
 #include <unordered_map>
 
-#include "agent/wire/error.hpp"
-#include "agent/wire/invariant.hpp"
+#include "common/error.hpp"
+#include "common/invariant.hpp"
 
 namespace hvrun {
 

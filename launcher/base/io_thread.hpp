@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-#include "agent/wire/unique_fd.hpp"
+#include "common/unique_fd.hpp"
 
 namespace hvrun {
 

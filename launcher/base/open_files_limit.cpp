@@ -5,7 +5,7 @@
 #include <cstring>
 #include <iterator>
 
-#include "agent/wire/log.hpp"
+#include "common/log.hpp"
 
 namespace hvrun {
 

@@ -6,7 +6,7 @@
 
 #include <wordexp.h>
 
-#include "agent/wire/error.hpp"
+#include "common/error.hpp"
 
 namespace hvrun {
 

@@ -6,10 +6,10 @@
 #include <algorithm>
 #include <set>
 
-#include "agent/wire/duration_text.hpp"
-#include "agent/wire/error.hpp"
-#include "agent/wire/invariant.hpp"
-#include "agent/wire/unique_fd.hpp"
+#include "common/duration_text.hpp"
+#include "common/error.hpp"
+#include "common/invariant.hpp"
+#include "common/unique_fd.hpp"
 #include "launcher/base/host_names.hpp"
 #include "launcher/check/check_matrix.hpp"
 #include "launcher/check/check_summary.hpp"

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/wire/interface_list.hpp"
+#include "common/interface_list.hpp"
 #include "launcher/nic/ip_subnet.hpp"
 #include "launcher/nic/nic_filter.hpp"
 #include "launcher/nic/nic_selector.hpp"

@@ -4,11 +4,11 @@
 
 #include <spdlog/spdlog.h>
 
-#include "agent/wire/error.hpp"
-#include "agent/wire/log.hpp"
+#include "common/error.hpp"
+#include "common/log.hpp"
 #include "launcher/base/exit_codes.hpp"
 #include "launcher/base/text_layout.hpp"
-#include "agent/wire/write_fully.hpp"
+#include "common/write_fully.hpp"
 #include "launcher/check/check_html.hpp"
 #include "launcher/nic/probe_retry.hpp"
 

@@ -5,8 +5,8 @@
 #include <set>
 #include <string_view>
 
-#include "agent/wire/duration_text.hpp"
-#include "agent/wire/invariant.hpp"
+#include "common/duration_text.hpp"
+#include "common/invariant.hpp"
 #include "launcher/base/host_names.hpp"
 #include "launcher/base/text_layout.hpp"
 #include "launcher/nic/verdict_groups.hpp"

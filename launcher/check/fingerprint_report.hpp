@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/wire/control_message.hpp"
+#include "common/control_message.hpp"
 
 namespace hvrun {
 

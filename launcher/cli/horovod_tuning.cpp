@@ -9,8 +9,8 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "agent/wire/error.hpp"
-#include "agent/wire/invariant.hpp"
+#include "common/error.hpp"
+#include "common/invariant.hpp"
 
 namespace hvrun {
 

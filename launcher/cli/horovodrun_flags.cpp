@@ -9,9 +9,9 @@
 
 #include <CLI/CLI.hpp>
 
-#include "agent/wire/error.hpp"
+#include "common/error.hpp"
 #include "hvrun/version.hpp"
-#include "agent/wire/program_path.hpp"
+#include "common/program_path.hpp"
 #include "launcher/cli/help_formatter.hpp"
 
 namespace hvrun {

@@ -16,7 +16,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "agent/wire/error.hpp"
+#include "common/error.hpp"
 #include "hvrun/version.hpp"
 #include "launcher/base/shell_quote.hpp"
 #include "launcher/cli/cli_bindings.hpp"

@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "agent/wire/log.hpp"
+#include "common/log.hpp"
 #include "launcher/cli/host_list.hpp"
 #include "launcher/cli/launcher_choice.hpp"
 
@@ -67,7 +67,7 @@ struct LaunchOptions {
   // hvrun's own threshold, from --hvrun-log-level and --verbose (choose_log_level, launcher/cli/log_choice.hpp).
   // (--log-level is horovodrun's: HOROVOD_LOG_LEVEL for the ranks, in horovod_env.)
   LogLevel log_level = LogLevel::warn;
-  // --hvrun-log-subsys: the subsystems whose debug and trace lines print (agent/wire/log.hpp); default all.
+  // --hvrun-log-subsys: the subsystems whose debug and trace lines print (common/log.hpp); default all.
   LogSubsysSet log_subsys = all_log_subsystems();
   bool dry_run = false;
   bool check_only = false;

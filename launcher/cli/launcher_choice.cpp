@@ -1,6 +1,6 @@
 #include "launcher/cli/launcher_choice.hpp"
 
-#include "agent/wire/error.hpp"
+#include "common/error.hpp"
 
 namespace hvrun {
 

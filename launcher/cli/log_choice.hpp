@@ -1,9 +1,9 @@
 #pragma once
 // hvrun's own logging threshold, decided once from --verbose and --hvrun-log-level: the one place that
-// decides it (main only applies it, agent/wire/log.hpp).
+// decides it (main only applies it, common/log.hpp).
 #include <optional>
 
-#include "agent/wire/log.hpp"
+#include "common/log.hpp"
 
 namespace hvrun {
 

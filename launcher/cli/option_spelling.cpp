@@ -7,7 +7,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "agent/wire/error.hpp"
+#include "common/error.hpp"
 
 namespace hvrun {
 

@@ -4,7 +4,7 @@
 #include <climits>
 #include <cstdint>
 
-#include "agent/wire/error.hpp"
+#include "common/error.hpp"
 
 namespace hvrun {
 

@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <limits>
 
-#include "agent/wire/error.hpp"
+#include "common/error.hpp"
 #include "launcher/cli/slurm_host_list.hpp"
 
 namespace hvrun {

@@ -5,7 +5,7 @@
 #include <limits>
 #include <unordered_set>
 
-#include "agent/wire/error.hpp"
+#include "common/error.hpp"
 
 namespace hvrun {
 

@@ -2,8 +2,8 @@
 
 #include <signal.h>
 
-#include "agent/wire/child_process.hpp"
-#include "agent/wire/duration_text.hpp"
+#include "common/child_process.hpp"
+#include "common/duration_text.hpp"
 #include "launcher/base/open_files_limit.hpp"
 #include "launcher/start/host_locality.hpp"
 

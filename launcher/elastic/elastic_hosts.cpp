@@ -4,7 +4,7 @@
 #include <charconv>
 #include <set>
 
-#include "agent/wire/error.hpp"
+#include "common/error.hpp"
 
 namespace hvrun {
 

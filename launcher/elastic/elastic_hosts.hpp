@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "agent/wire/horovod_pickle.hpp"
+#include "common/horovod_pickle.hpp"
 
 namespace hvrun {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "agent/wire/invariant.hpp"
+#include "common/invariant.hpp"
 
 namespace hvrun {
 namespace {

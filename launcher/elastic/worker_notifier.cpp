@@ -12,8 +12,8 @@
 #include <optional>
 #include <vector>
 
-#include "agent/wire/duration_text.hpp"
-#include "agent/wire/error.hpp"
+#include "common/duration_text.hpp"
+#include "common/error.hpp"
 
 namespace hvrun {
 

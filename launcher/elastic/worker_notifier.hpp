@@ -2,7 +2,7 @@
 // Tells a Horovod elastic job's coordinator that its hosts changed, the way Horovod 0.28.1's driver does
 // (horovod/runner/elastic/driver.py, _notify_workers_host_changes): over the worker notification service
 // the coordinator published under worker_addresses, with Horovod's own sealed pickles
-// (agent/wire/horovod_pickle.hpp). The coordinator's horovod.elastic.run then resets at its next
+// (common/horovod_pickle.hpp). The coordinator's horovod.elastic.run then resets at its next
 // state.commit() or check_host_updates().
 //
 // Every address the worker published is pinged at once (a PingRequest, answered by a PingResponse that
@@ -13,7 +13,7 @@
 #include <memory>
 #include <string>
 
-#include "agent/wire/horovod_pickle.hpp"
+#include "common/horovod_pickle.hpp"
 
 namespace boost::asio {
 class io_context;

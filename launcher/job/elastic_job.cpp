@@ -15,14 +15,14 @@
 #include <set>
 #include <spdlog/spdlog.h>
 
-#include "agent/wire/control_message.hpp"
-#include "agent/wire/duration_text.hpp"
-#include "agent/wire/error.hpp"
-#include "agent/wire/exit_status.hpp"
-#include "agent/wire/horovod_rendezvous.hpp"
-#include "agent/wire/job_secret.hpp"
-#include "agent/wire/log.hpp"
-#include "agent/wire/user_message.hpp"
+#include "common/control_message.hpp"
+#include "common/duration_text.hpp"
+#include "common/error.hpp"
+#include "common/exit_status.hpp"
+#include "common/horovod_rendezvous.hpp"
+#include "common/job_secret.hpp"
+#include "common/log.hpp"
+#include "common/user_message.hpp"
 #include "hvrun/version.hpp"
 #include "launcher/base/exit_codes.hpp"
 #include "launcher/base/host_names.hpp"

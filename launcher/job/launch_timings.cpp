@@ -1,6 +1,6 @@
 #include "launcher/job/launch_timings.hpp"
 
-#include "agent/wire/log.hpp"
+#include "common/log.hpp"
 
 namespace hvrun {
 

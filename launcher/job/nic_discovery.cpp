@@ -3,8 +3,8 @@
 #include <boost/asio/post.hpp>
 #include <algorithm>
 
-#include "agent/wire/duration_text.hpp"
-#include "agent/wire/log.hpp"
+#include "common/duration_text.hpp"
+#include "common/log.hpp"
 #include "launcher/job/probe_messages.hpp"
 #include "launcher/nic/probe_peers.hpp"
 #include "launcher/nic/probe_retry.hpp"

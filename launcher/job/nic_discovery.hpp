@@ -15,7 +15,7 @@
 #include <utility>  // before Asio: docs/DESIGN.md §8
 #include <boost/asio/io_context.hpp>
 
-#include "agent/wire/control_message.hpp"
+#include "common/control_message.hpp"
 #include "launcher/check/check_input.hpp"
 #include "launcher/cli/launch_options.hpp"
 #include "launcher/nic/nic_cache.hpp"

@@ -1,6 +1,6 @@
 #include "launcher/job/probe_messages.hpp"
 
-#include "agent/wire/error.hpp"
+#include "common/error.hpp"
 
 namespace hvrun {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/wire/control_message.hpp"
+#include "common/control_message.hpp"
 #include "launcher/nic/nic_selector.hpp"
 #include "launcher/nic/probe_round.hpp"
 #include "launcher/start/job_host.hpp"

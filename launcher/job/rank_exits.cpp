@@ -6,9 +6,9 @@
 #include <cstdlib>
 #include <memory>
 
-#include "agent/wire/crash_report.hpp"
-#include "agent/wire/exit_status.hpp"
-#include "agent/wire/log.hpp"
+#include "common/crash_report.hpp"
+#include "common/exit_status.hpp"
+#include "common/log.hpp"
 #include "launcher/base/exit_codes.hpp"
 
 namespace hvrun {

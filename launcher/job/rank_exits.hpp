@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/wire/control_message.hpp"
+#include "common/control_message.hpp"
 #include "launcher/output/stderr_digest.hpp"
 
 namespace hvrun {

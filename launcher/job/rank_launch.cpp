@@ -5,8 +5,8 @@
 #include <cstring>
 #include <spdlog/spdlog.h>
 
-#include "agent/wire/error.hpp"
-#include "agent/wire/rank_contract_names.hpp"
+#include "common/error.hpp"
+#include "common/rank_contract_names.hpp"
 #include "launcher/nic/nic_selector.hpp"
 #include "launcher/ranks/mpirun_process.hpp"
 #include "launcher/ranks/user_env.hpp"

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/wire/control_message.hpp"
+#include "common/control_message.hpp"
 #include "launcher/cli/launch_options.hpp"
 #include "launcher/cli/rank_plan.hpp"
 #include "launcher/nic/probe_round.hpp"

@@ -4,8 +4,8 @@
 #include <map>
 #include <sstream>
 
-#include "agent/wire/crash_report.hpp"
-#include "agent/wire/log.hpp"
+#include "common/crash_report.hpp"
+#include "common/log.hpp"
 #include "launcher/job/rank_exits.hpp"
 
 namespace hvrun {

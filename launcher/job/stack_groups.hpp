@@ -1,5 +1,5 @@
 #pragma once
-// The hang autopsy's report: every rank's stacks (StacksMsg, agent/wire/crash_report.hpp's texts),
+// The hang autopsy's report: every rank's stacks (StacksMsg, common/crash_report.hpp's texts),
 // grouped by where each rank's main thread is, so that 64 ranks waiting in one allreduce read as one
 // line and the rank stuck elsewhere stands out:
 //   hvrun: ranks 0,1,3 on lab0, lab1: in synchronize at mpi_ops.py:1003 ← step at train.py:41 ← ...

@@ -14,12 +14,12 @@
 #include <spdlog/spdlog.h>
 #include <system_error>
 
-#include "agent/wire/control_message.hpp"
-#include "agent/wire/error.hpp"
-#include "agent/wire/file_digest.hpp"
-#include "agent/wire/job_secret.hpp"
-#include "agent/wire/unique_fd.hpp"
-#include "agent/wire/write_fully.hpp"
+#include "common/control_message.hpp"
+#include "common/error.hpp"
+#include "common/file_digest.hpp"
+#include "common/job_secret.hpp"
+#include "common/unique_fd.hpp"
+#include "common/write_fully.hpp"
 
 namespace hvrun {
 

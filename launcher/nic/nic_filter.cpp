@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <tuple>
 
-#include "agent/wire/error.hpp"
+#include "common/error.hpp"
 
 namespace hvrun {
 

@@ -25,7 +25,7 @@
 #include <string_view>
 #include <vector>
 
-#include "agent/wire/interface_list.hpp"
+#include "common/interface_list.hpp"
 #include "launcher/nic/ip_subnet.hpp"
 
 namespace hvrun {

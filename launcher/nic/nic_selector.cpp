@@ -8,8 +8,8 @@
 #include <string_view>
 #include <tuple>
 
-#include "agent/wire/duration_text.hpp"
-#include "agent/wire/error.hpp"
+#include "common/duration_text.hpp"
+#include "common/error.hpp"
 #include "launcher/base/text_layout.hpp"
 
 namespace hvrun {

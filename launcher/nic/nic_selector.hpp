@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "agent/wire/interface_list.hpp"
-#include "agent/wire/probe_message.hpp"
+#include "common/interface_list.hpp"
+#include "common/probe_message.hpp"
 #include "launcher/nic/ip_subnet.hpp"
 #include "launcher/nic/nic_filter.hpp"
 

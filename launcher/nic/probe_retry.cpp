@@ -4,7 +4,7 @@
 #include <set>
 #include <string_view>
 
-#include "agent/wire/duration_text.hpp"
+#include "common/duration_text.hpp"
 
 namespace hvrun {
 

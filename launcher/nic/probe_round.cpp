@@ -6,7 +6,7 @@
 #include <tuple>
 #include <utility>
 
-#include "agent/wire/invariant.hpp"
+#include "common/invariant.hpp"
 #include "launcher/nic/probe_peers.hpp"
 #include "launcher/nic/probe_retry.hpp"
 

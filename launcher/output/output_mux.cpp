@@ -10,8 +10,8 @@
 #include <cstring>
 #include <ctime>
 
-#include "agent/wire/error.hpp"
-#include "agent/wire/write_fully.hpp"
+#include "common/error.hpp"
+#include "common/write_fully.hpp"
 
 namespace hvrun {
 

@@ -11,8 +11,8 @@
 #include <string_view>
 #include <vector>
 
-#include "agent/wire/control_message.hpp"
-#include "agent/wire/unique_fd.hpp"
+#include "common/control_message.hpp"
+#include "common/unique_fd.hpp"
 #include "launcher/output/line_splitter.hpp"
 #include "launcher/output/output_writer.hpp"
 #include "launcher/output/stderr_digest.hpp"

@@ -8,7 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "agent/wire/log.hpp"
+#include "common/log.hpp"
 
 namespace hvrun {
 

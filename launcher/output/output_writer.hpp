@@ -19,14 +19,14 @@
 #include <thread>
 #include <vector>
 
-#include "agent/wire/io_sizes.hpp"
+#include "common/io_sizes.hpp"
 
 namespace hvrun {
 
 class OutputWriter {
  public:
   // `on_relieved` runs on the writer's thread each time the queue falls below kQueueLowWater after
-  // having reached kQueueHighWater (agent/wire/io_sizes.hpp).
+  // having reached kQueueHighWater (common/io_sizes.hpp).
   explicit OutputWriter(std::function<void()> on_relieved = {});
   // Stops the thread within its poll interval; output still queued is abandoned.
   ~OutputWriter();

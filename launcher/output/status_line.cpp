@@ -2,7 +2,7 @@
 
 #include <unistd.h>
 
-#include "agent/wire/write_fully.hpp"
+#include "common/write_fully.hpp"
 
 namespace hvrun {
 

@@ -1,6 +1,6 @@
 #include "launcher/output/stderr_digest.hpp"
 
-#include "agent/wire/crash_report.hpp"
+#include "common/crash_report.hpp"
 
 namespace hvrun {
 

@@ -1,7 +1,7 @@
 #pragma once
 // What a rank's stderr says of how it ended, kept line by line as the output passes: the last crash
 // report (Python faulthandler's "Fatal Python error: ..." dump, then or alone hvrun's native stack
-// between agent/wire/crash_report.hpp's header and footer), bounded, with the fault address its
+// between common/crash_report.hpp's header and footer), bounded, with the fault address its
 // header names; and the exception line of the last Python traceback ("ValueError: bad shard").
 #include <cstddef>
 #include <optional>

@@ -1,12 +1,12 @@
 #pragma once
 // Where Horovod's Gloo rendezvous is served and whom it answers, from the NIC choice: on rank 0's
 // host, at an IPv4 address of the NIC chosen there (Horovod's client speaks IPv4 only), answering the
-// IPv4 addresses of every host of the job. The server itself: agent/wire/horovod_rendezvous.hpp.
+// IPv4 addresses of every host of the job. The server itself: common/horovod_rendezvous.hpp.
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "agent/wire/interface_list.hpp"
+#include "common/interface_list.hpp"
 
 namespace hvrun {
 

@@ -7,7 +7,7 @@
 #include <set>
 #include <string_view>
 
-#include "agent/wire/error.hpp"
+#include "common/error.hpp"
 #include "launcher/base/shell_quote.hpp"
 
 namespace hvrun {

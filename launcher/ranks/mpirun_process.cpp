@@ -10,10 +10,10 @@
 #include <ctime>
 #include <string_view>
 
-#include "agent/wire/child_process.hpp"
-#include "agent/wire/error.hpp"
+#include "common/child_process.hpp"
+#include "common/error.hpp"
 #include "launcher/base/open_files_limit.hpp"
-#include "agent/wire/program_path.hpp"
+#include "common/program_path.hpp"
 
 namespace hvrun {
 

@@ -1,7 +1,7 @@
 #include "launcher/ranks/rank_env.hpp"
 
-#include "agent/wire/error.hpp"
-#include "agent/wire/rank_contract_names.hpp"
+#include "common/error.hpp"
+#include "common/rank_contract_names.hpp"
 
 namespace hvrun {
 

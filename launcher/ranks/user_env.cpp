@@ -1,6 +1,6 @@
 #include "launcher/ranks/user_env.hpp"
 
-#include "agent/wire/error.hpp"
+#include "common/error.hpp"
 #include "launcher/nic/nic_filter.hpp"
 
 namespace hvrun {

@@ -11,9 +11,9 @@
 #include <mutex>
 #include <optional>
 
-#include "agent/wire/child_process.hpp"
-#include "agent/wire/duration_text.hpp"
-#include "agent/wire/error.hpp"
+#include "common/child_process.hpp"
+#include "common/duration_text.hpp"
+#include "common/error.hpp"
 #include "launcher/base/open_files_limit.hpp"
 #include "launcher/base/shell_quote.hpp"
 #include "launcher/ssh/openssh_config_index.hpp"

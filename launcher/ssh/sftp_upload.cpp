@@ -16,9 +16,9 @@
 #include <thread>
 #include <vector>
 
-#include "agent/wire/duration_text.hpp"
-#include "agent/wire/io_sizes.hpp"
-#include "agent/wire/log.hpp"
+#include "common/duration_text.hpp"
+#include "common/io_sizes.hpp"
+#include "common/log.hpp"
 
 namespace hvrun::ssh_detail {
 

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "launcher/ssh/ssh_session.hpp"
-#include "agent/wire/unique_fd.hpp"
+#include "common/unique_fd.hpp"
 
 namespace hvrun::ssh_detail {
 

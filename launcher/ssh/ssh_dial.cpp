@@ -8,10 +8,10 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "agent/wire/log.hpp"
+#include "common/log.hpp"
 #include "launcher/ssh/openssh_config.hpp"
 #include "launcher/ssh/tcp_dial.hpp"
-#include "agent/wire/duration_text.hpp"
+#include "common/duration_text.hpp"
 
 namespace hvrun::ssh_detail {
 

@@ -12,10 +12,10 @@
 #include <string_view>
 #include <vector>
 
-#include "agent/wire/byte_tail.hpp"
-#include "agent/wire/duration_text.hpp"
-#include "agent/wire/io_sizes.hpp"
-#include "agent/wire/log.hpp"
+#include "common/byte_tail.hpp"
+#include "common/duration_text.hpp"
+#include "common/io_sizes.hpp"
+#include "common/log.hpp"
 #include "launcher/base/io_thread.hpp"
 #include "launcher/ssh/ssh_core.hpp"
 

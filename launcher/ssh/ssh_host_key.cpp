@@ -6,7 +6,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "agent/wire/log.hpp"
+#include "common/log.hpp"
 
 namespace hvrun::ssh_detail {
 

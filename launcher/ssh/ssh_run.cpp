@@ -6,8 +6,8 @@
 #include <cerrno>
 #include <vector>
 
-#include "agent/wire/duration_text.hpp"
-#include "agent/wire/io_sizes.hpp"
+#include "common/duration_text.hpp"
+#include "common/io_sizes.hpp"
 
 namespace hvrun::ssh_detail {
 

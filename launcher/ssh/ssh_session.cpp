@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "agent/wire/log.hpp"
+#include "common/log.hpp"
 #include "launcher/ssh/sftp_upload.hpp"
 #include "launcher/ssh/ssh_auth.hpp"
 #include "launcher/ssh/ssh_core.hpp"

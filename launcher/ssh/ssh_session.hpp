@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/wire/error.hpp"
+#include "common/error.hpp"
 #include "launcher/ssh/ssh_exec.hpp"
 
 namespace hvrun {

@@ -10,7 +10,7 @@
 #include <cstring>
 #include <memory>
 
-#include "agent/wire/interface_list.hpp"
+#include "common/interface_list.hpp"
 #include "launcher/base/name_lookup.hpp"
 
 namespace hvrun {

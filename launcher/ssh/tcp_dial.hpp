@@ -5,7 +5,7 @@
 #include <chrono>
 #include <string>
 
-#include "agent/wire/unique_fd.hpp"
+#include "common/unique_fd.hpp"
 
 namespace hvrun {
 

@@ -5,11 +5,11 @@
 #include <utility>  // before Asio: docs/DESIGN.md §8
 #include <boost/asio/io_context.hpp>
 
-#include "agent/wire/duration_text.hpp"
-#include "agent/wire/error.hpp"
-#include "agent/wire/frame_channel.hpp"
-#include "agent/wire/heartbeat.hpp"
-#include "agent/wire/log.hpp"
+#include "common/duration_text.hpp"
+#include "common/error.hpp"
+#include "common/frame_channel.hpp"
+#include "common/heartbeat.hpp"
+#include "common/log.hpp"
 
 namespace hvrun {
 

@@ -1,7 +1,7 @@
 #pragma once
 // The launcher's ends of the agents' control channels, one per host of the job: attaching a channel
 // (the JobMsg first), the heartbeats hvrun sends on every live channel, the watchdog that notices a
-// silent agent (agent/wire/heartbeat.hpp), and output flow control (OutputAckMsg). What the frames
+// silent agent (common/heartbeat.hpp), and output flow control (OutputAckMsg). What the frames
 // mean is the job's business: the links hand them on.
 #include <chrono>
 #include <cstddef>
@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "agent/wire/control_message.hpp"
-#include "agent/wire/frame_codec.hpp"
-#include "agent/wire/unique_fd.hpp"
+#include "common/control_message.hpp"
+#include "common/frame_codec.hpp"
+#include "common/unique_fd.hpp"
 
 namespace boost::asio {
 class io_context;

@@ -3,8 +3,8 @@
 #include <boost/asio/steady_timer.hpp>
 #include <algorithm>
 
-#include "agent/wire/error.hpp"
-#include "agent/wire/log.hpp"
+#include "common/error.hpp"
+#include "common/log.hpp"
 #include "hvrun/version.hpp"
 #include "launcher/output/status_line.hpp"
 #include "launcher/start/connect_progress.hpp"

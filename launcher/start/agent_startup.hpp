@@ -14,8 +14,8 @@
 #include <utility>  // before Asio: docs/DESIGN.md §8
 #include <boost/asio/io_context.hpp>
 
-#include "agent/wire/control_message.hpp"
-#include "agent/wire/unique_fd.hpp"
+#include "common/control_message.hpp"
+#include "common/unique_fd.hpp"
 #include "launcher/cli/launch_options.hpp"
 #include "launcher/cli/rank_plan.hpp"
 #include "launcher/start/job_host.hpp"

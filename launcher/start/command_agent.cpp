@@ -12,9 +12,9 @@
 
 #include <spdlog/spdlog.h>
 
-#include "agent/wire/duration_text.hpp"
-#include "agent/wire/error.hpp"
-#include "agent/wire/log.hpp"
+#include "common/duration_text.hpp"
+#include "common/error.hpp"
+#include "common/log.hpp"
 #include "launcher/base/io_thread.hpp"
 #include "launcher/base/open_files_limit.hpp"
 

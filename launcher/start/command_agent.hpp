@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "agent/wire/byte_tail.hpp"
-#include "agent/wire/child_process.hpp"
-#include "agent/wire/unique_fd.hpp"
+#include "common/byte_tail.hpp"
+#include "common/child_process.hpp"
+#include "common/unique_fd.hpp"
 #include "launcher/start/host_agent.hpp"
 
 namespace hvrun {

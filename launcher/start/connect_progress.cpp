@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "agent/wire/duration_text.hpp"
+#include "common/duration_text.hpp"
 
 namespace hvrun {
 

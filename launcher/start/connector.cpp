@@ -8,9 +8,9 @@
 #include <mutex>
 #include <thread>
 
-#include "agent/wire/error.hpp"
-#include "agent/wire/invariant.hpp"
-#include "agent/wire/user_message.hpp"
+#include "common/error.hpp"
+#include "common/invariant.hpp"
+#include "common/user_message.hpp"
 #include "launcher/start/agent_starter.hpp"
 
 namespace hvrun {

@@ -9,7 +9,7 @@
 #include <mutex>
 #include <thread>
 
-#include "agent/wire/user_message.hpp"
+#include "common/user_message.hpp"
 
 namespace hvrun {
 

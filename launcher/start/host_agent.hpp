@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "agent/wire/error.hpp"
-#include "agent/wire/unique_fd.hpp"
+#include "common/error.hpp"
+#include "common/unique_fd.hpp"
 #include "launcher/ssh/ssh_session.hpp"
 
 namespace hvrun {

@@ -4,8 +4,8 @@
 
 #include <set>
 
-#include "agent/wire/interface_list.hpp"
-#include "agent/wire/local_hostname.hpp"
+#include "common/interface_list.hpp"
+#include "common/local_hostname.hpp"
 #include "launcher/base/name_lookup.hpp"
 
 namespace hvrun {

@@ -9,7 +9,7 @@
 #include <optional>
 #include <string>
 
-#include "agent/wire/control_message.hpp"
+#include "common/control_message.hpp"
 #include "launcher/start/host_agent.hpp"
 #include "launcher/start/local_agent.hpp"
 

@@ -5,7 +5,7 @@
 
 #include <filesystem>
 
-#include "agent/wire/error.hpp"
+#include "common/error.hpp"
 #include "launcher/base/open_files_limit.hpp"
 
 namespace hvrun {

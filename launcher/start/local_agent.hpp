@@ -5,8 +5,8 @@
 #include <chrono>
 #include <string>
 
-#include "agent/wire/child_process.hpp"
-#include "agent/wire/unique_fd.hpp"
+#include "common/child_process.hpp"
+#include "common/unique_fd.hpp"
 
 namespace hvrun {
 

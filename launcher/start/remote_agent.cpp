@@ -7,11 +7,11 @@
 
 #include <memory>
 
-#include "agent/wire/duration_text.hpp"
-#include "agent/wire/error.hpp"
-#include "agent/wire/file_digest.hpp"
-#include "agent/wire/io_sizes.hpp"
-#include "agent/wire/job_secret.hpp"
+#include "common/duration_text.hpp"
+#include "common/error.hpp"
+#include "common/file_digest.hpp"
+#include "common/io_sizes.hpp"
+#include "common/job_secret.hpp"
 #include "launcher/base/shell_quote.hpp"
 #include "launcher/start/start_progress.hpp"
 

@@ -12,7 +12,7 @@
 #include <optional>
 #include <string>
 
-#include "agent/wire/unique_fd.hpp"
+#include "common/unique_fd.hpp"
 #include "launcher/ssh/ssh_session.hpp"
 #include "launcher/start/host_agent.hpp"
 

@@ -1,6 +1,6 @@
 #include "launcher/start/start_progress.hpp"
 
-#include "agent/wire/duration_text.hpp"
+#include "common/duration_text.hpp"
 
 namespace hvrun {
 

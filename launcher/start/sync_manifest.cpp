@@ -9,8 +9,8 @@
 #include <map>
 #include <system_error>
 
-#include "agent/wire/error.hpp"
-#include "agent/wire/file_digest.hpp"
+#include "common/error.hpp"
+#include "common/file_digest.hpp"
 #include "launcher/base/host_names.hpp"
 
 namespace hvrun {

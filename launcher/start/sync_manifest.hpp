@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/wire/control_message.hpp"
+#include "common/control_message.hpp"
 #include "launcher/ssh/ssh_session.hpp"
 
 namespace hvrun {

@@ -1,12 +1,12 @@
-// Fuzz target body: decode_control (agent/wire/control_message.hpp), the JSON messages between launcher and
+// Fuzz target body: decode_control (common/control_message.hpp), the JSON messages between launcher and
 // agent. Its documented failure is ProtocolError; a nlohmann exception escaping is a finding.
 // Checked besides: a decoded message re-encodes (encode_control) to JSON that decodes again and
 // encodes to the same text, so nothing the decoder accepts is changed by a second trip over the wire.
 #include <optional>
 #include <string>
 
-#include "agent/wire/control_message.hpp"
-#include "agent/wire/error.hpp"
+#include "common/control_message.hpp"
+#include "common/error.hpp"
 #include "tests/fuzz/fuzz_entries.hpp"
 
 namespace hvrun::fuzz {

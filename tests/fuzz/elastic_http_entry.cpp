@@ -1,4 +1,4 @@
-// Fuzz target body: the HTTP side of agent/wire/horovod_rendezvous.hpp's HorovodRendezvous in elastic
+// Fuzz target body: the HTTP side of common/horovod_rendezvous.hpp's HorovodRendezvous in elastic
 // mode, which answers whatever reaches the launcher's rendezvous port from a job's host. Per input: a
 // fresh server on 127.0.0.1 (port 0, small limits) in one reused io_context, one TCP connection that
 // writes the whole input and then shuts its write side, and the io_context run in small steps until the
@@ -29,10 +29,10 @@
 #include <utility>  // before Asio: docs/DESIGN.md §8
 #include <boost/asio/io_context.hpp>
 
-#include "agent/wire/horovod_pickle.hpp"
-#include "agent/wire/horovod_rendezvous.hpp"
-#include "agent/wire/log.hpp"
-#include "agent/wire/unique_fd.hpp"
+#include "common/horovod_pickle.hpp"
+#include "common/horovod_rendezvous.hpp"
+#include "common/log.hpp"
+#include "common/unique_fd.hpp"
 #include "launcher/ssh/tcp_dial.hpp"
 #include "tests/fuzz/fuzz_entries.hpp"
 

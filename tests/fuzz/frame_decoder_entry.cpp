@@ -1,4 +1,4 @@
-// Fuzz target body: FrameDecoder (agent/wire/frame_codec.hpp) and decode_output (agent/wire/control_message.hpp).
+// Fuzz target body: FrameDecoder (common/frame_codec.hpp) and decode_output (common/control_message.hpp).
 //
 // Input: 4 seed bytes, then the stream. The seed picks the payload limit and the chunk sizes the stream
 // is fed in, so mutating it explores chunkings (a peer's bytes arrive split anywhere).
@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "agent/wire/control_message.hpp"
-#include "agent/wire/error.hpp"
-#include "agent/wire/frame_codec.hpp"
+#include "common/control_message.hpp"
+#include "common/error.hpp"
+#include "common/frame_codec.hpp"
 #include "tests/fuzz/fuzz_entries.hpp"
 
 namespace hvrun::fuzz {

@@ -28,10 +28,10 @@ inline void expect(bool ok, const std::string& what) {
   if (!ok) throw InvariantViolation("fuzz invariant broken: " + what);
 }
 
-// agent/wire/frame_codec.hpp's FrameDecoder fed in seeded chunkings, and decode_output
-// (agent/wire/control_message.hpp). Input: 4 seed bytes, then the byte stream.
+// common/frame_codec.hpp's FrameDecoder fed in seeded chunkings, and decode_output
+// (common/control_message.hpp). Input: 4 seed bytes, then the byte stream.
 void frame_decoder(std::string_view input);
-// agent/wire/control_message.hpp's decode_control on the whole input.
+// common/control_message.hpp's decode_control on the whole input.
 void control_message(std::string_view input);
 // launcher/cli/host_list.hpp's parse_host_list on the whole input (one -H value).
 void host_list(std::string_view input);
@@ -41,16 +41,16 @@ void hostfile(std::string_view input);
 void nic_filter(std::string_view input);
 // launcher/cli/slurm_host_list.hpp: the first line as a host list, the rest as task counts.
 void slurm_lists(std::string_view input);
-// agent/wire/store_protocol.hpp's store::decode on the whole input (one store frame's payload).
+// common/store_protocol.hpp's store::decode on the whole input (one store frame's payload).
 void store_protocol(std::string_view input);
-// agent/wire/probe_message.hpp's decode_probe_challenge and decode_probe_answer on the whole input.
+// common/probe_message.hpp's decode_probe_challenge and decode_probe_answer on the whole input.
 void probe_message(std::string_view input);
-// agent/wire/horovod_pickle.hpp's readers (replies, worker addresses raw and base64) and the Wire
+// common/horovod_pickle.hpp's readers (replies, worker addresses raw and base64) and the Wire
 // framing's open and seal, on the whole input.
 void horovod_pickle(std::string_view input);
 // A rank's own text: StderrDigest line by line, the failure report, and the autopsy's stack groups.
 void rank_text(std::string_view input);
-// agent/wire/horovod_rendezvous.hpp's HorovodRendezvous in elastic mode: the whole input written to it
+// common/horovod_rendezvous.hpp's HorovodRendezvous in elastic mode: the whole input written to it
 // over one loopback TCP connection, its answers checked.
 void elastic_http(std::string_view input);
 

@@ -1,11 +1,11 @@
-// Fuzz target body: agent/wire/horovod_pickle.hpp's readers, which take what Horovod's workers (or
+// Fuzz target body: common/horovod_pickle.hpp's readers, which take what Horovod's workers (or
 // anything that reaches an elastic driver's ports) send: unpickle_reply, unpickle_worker_addresses and
 // decode_worker_addresses_put on the whole input, and open_horovod_message under a fixed key. Their
 // documented failure is ProtocolError. Checked besides, on what they accept: ports in range, keys of
 // the secret's size, and a sealed message that opens to its body and to nothing else under another key.
 #include <string>
 
-#include "agent/wire/horovod_pickle.hpp"
+#include "common/horovod_pickle.hpp"
 #include "hvrun/error.hpp"
 #include "tests/fuzz/fuzz_entries.hpp"
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/wire/error.hpp"
+#include "common/error.hpp"
 #include "launcher/cli/host_list.hpp"
 #include "tests/fuzz/fuzz_entries.hpp"
 

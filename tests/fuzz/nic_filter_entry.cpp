@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/wire/error.hpp"
+#include "common/error.hpp"
 #include "launcher/nic/nic_filter.hpp"
 #include "tests/fuzz/fuzz_entries.hpp"
 

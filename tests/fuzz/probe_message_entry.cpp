@@ -1,12 +1,12 @@
-// Fuzz target body: decode_probe_challenge and decode_probe_answer (agent/wire/probe_message.hpp), the
+// Fuzz target body: decode_probe_challenge and decode_probe_answer (common/probe_message.hpp), the
 // messages between agents, on the whole input; a probe port takes connections from anything on the
 // network. Their documented failure is ProtocolError; a nlohmann exception escaping is a finding.
 // Checked besides, on what either accepts: the fields are of their documented sizes and ranges, and
 // the message re-encodes to text that decodes to the same message and encodes to the same text.
 #include <string>
 
-#include "agent/wire/error.hpp"
-#include "agent/wire/probe_message.hpp"
+#include "common/error.hpp"
+#include "common/probe_message.hpp"
 #include "tests/fuzz/fuzz_entries.hpp"
 
 namespace hvrun::fuzz {

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/wire/error.hpp"
+#include "common/error.hpp"
 #include "launcher/cli/slurm_host_list.hpp"
 #include "tests/fuzz/fuzz_entries.hpp"
 

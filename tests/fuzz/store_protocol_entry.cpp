@@ -1,10 +1,10 @@
-// Fuzz target body: store::decode (agent/wire/store_protocol.hpp), one store frame's payload. Its documented
+// Fuzz target body: store::decode (common/store_protocol.hpp), one store frame's payload. Its documented
 // failure is ProtocolError. Checked besides: the layout has exactly one encoding per message, so what
 // decodes re-encodes to the same bytes; and op_name knows every operation the decoder lets through.
 #include <string>
 
-#include "agent/wire/error.hpp"
-#include "agent/wire/store_protocol.hpp"
+#include "common/error.hpp"
+#include "common/store_protocol.hpp"
 #include "tests/fuzz/fuzz_entries.hpp"
 
 namespace hvrun::fuzz {

@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-#include "agent/wire/unique_fd.hpp"
+#include "common/unique_fd.hpp"
 
 namespace hvrun::test {
 

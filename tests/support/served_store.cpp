@@ -1,6 +1,6 @@
 #include "tests/support/served_store.hpp"
 
-#include "agent/wire/job_secret.hpp"
+#include "common/job_secret.hpp"
 
 namespace hvrun::test {
 

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "agent/wire/error.hpp"
+#include "common/error.hpp"
 
 namespace hvrun::test {
 

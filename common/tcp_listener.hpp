@@ -1,0 +1,51 @@
+#pragma once
+// The listening socket of a server that runs inside an existing single-threaded io_context (the job's
+// store, Horovod's rendezvous): open, bind, listen, then accept until closed. An accept error (out of
+// descriptors) is logged and retried after 100 ms, so the loop neither spins nor stops.
+#include <utility>  // before Asio: docs/DESIGN.md §8
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "common/log.hpp"
+
+namespace hvrun {
+
+class TcpListener : public std::enable_shared_from_this<TcpListener> {
+ public:
+  using Socket = boost::asio::ip::tcp::socket;
+  using Endpoint = boost::asio::ip::tcp::endpoint;
+
+  // `what` names the server in log lines ("store"), written by the logger of `subsys`. Make it with
+  // std::make_shared: pending accepts keep it alive.
+  TcpListener(boost::asio::io_context& io, std::string what, LogSubsys subsys);
+
+  // Opens, binds and listens on `ep` (dual_stack: an IPv6 socket that takes IPv4 too). Returns the
+  // error with the socket closed again, so the caller can try another endpoint and name the address.
+  boost::system::error_code listen(const Endpoint& ep, bool dual_stack);
+  // Hands every accepted connection to on_accept until close().
+  void start(std::function<void(Socket)> on_accept);
+  // Stops accepting and drops on_accept (and what it holds). Idempotent.
+  void close();
+
+  std::uint16_t port() const;
+  Endpoint local_endpoint() const;
+
+ private:
+  void accept();
+
+  boost::asio::ip::tcp::acceptor acceptor_;
+  boost::asio::steady_timer retry_timer_;
+  std::string what_;
+  LogSubsys subsys_;
+  std::function<void(Socket)> on_accept_;
+  bool closed_ = false;
+};
+
+// "1.2.3.4:5" or "[::1]:5", for messages.
+std::string endpoint_text(const boost::asio::ip::tcp::endpoint& ep);
+
+}  // namespace hvrun
