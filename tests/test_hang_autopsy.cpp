@@ -4,11 +4,13 @@
 // library answering, a process without it described from /proc).
 #include <catch2/catch.hpp>
 
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <algorithm>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -19,6 +21,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "agent/crash_text_filter.hpp"
 #include "agent/kernel_log.hpp"
 #include "agent/proc_scan.hpp"
 #include "agent/rank_table.hpp"
@@ -30,6 +33,7 @@
 #include "launcher/job/stack_groups.hpp"
 #include "launcher/job/stall_watch.hpp"
 #include "launcher/job/teardown.hpp"
+#include "launcher/output/stderr_digest.hpp"
 
 using namespace std::chrono_literals;
 
@@ -306,4 +310,149 @@ TEST_CASE("stack collector: a preloaded process answers and goes on; one without
     ::kill(p, SIGKILL);
     ::waitpid(p, &status, 0);
   }
+}
+
+namespace {
+
+// A program run with the crash handler preloaded (stack files to the tools' folder), leading a process
+// group of its own as a rank does, its stdout and stderr read here; killed at the end if still there.
+struct Preloaded {
+  pid_t pid = -1;
+  hvrun::UniqueFd out, err;
+  std::string out_text, err_text;
+
+  Preloaded(const std::vector<std::string>& argv, const hvrun::RankTools& tools) {
+    std::vector<std::string> env{"LD_PRELOAD=" + tools.library(), "HVRUN_STACK_DIR=" + tools.stack_dir()};
+    for (char** e = environ; *e != nullptr; ++e)
+      if (std::string(*e).rfind("LD_PRELOAD=", 0) != 0) env.emplace_back(*e);
+    std::vector<char*> args, envp;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+    args.push_back(nullptr);
+    envp.push_back(nullptr);
+    int o[2], e[2];
+    REQUIRE(::pipe2(o, O_CLOEXEC) == 0);
+    REQUIRE(::pipe2(e, O_CLOEXEC) == 0);
+    pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      ::setpgid(0, 0);
+      ::dup2(o[1], 1);
+      ::dup2(e[1], 2);
+      ::execve(args[0], args.data(), envp.data());
+      ::_exit(127);
+    }
+    ::setpgid(pid, pid);
+    ::close(o[1]);
+    ::close(e[1]);
+    out = hvrun::UniqueFd(o[0]);
+    err = hvrun::UniqueFd(e[0]);
+  }
+  ~Preloaded() {
+    if (pid <= 0) return;
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+  }
+
+  // Reads both pipes until stdout holds `needle` (true) or both end or the timeout passes (false).
+  bool read_until(const std::string& needle, std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (needle.empty() || out_text.find(needle) == std::string::npos) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0 || (!out && !err)) return false;
+      pollfd fds[2] = {{out.get(), POLLIN, 0}, {err.get(), POLLIN, 0}};
+      if (::poll(fds, 2, static_cast<int>(left.count())) <= 0) continue;
+      for (int i = 0; i < 2; ++i) {
+        if (fds[i].revents == 0) continue;
+        char buf[4096];
+        const ssize_t n = ::read(fds[i].fd, buf, sizeof buf);
+        if (n > 0) (i == 0 ? out_text : err_text).append(buf, static_cast<std::size_t>(n));
+        else (i == 0 ? out : err) = hvrun::UniqueFd();
+      }
+    }
+    return true;
+  }
+  int wait_status() {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    pid = -1;
+    return status;
+  }
+};
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+// Whether `frames` hold `sequence` one after another.
+bool holds_in_order(const std::vector<std::string>& frames, const std::vector<std::string>& sequence) {
+  return std::search(frames.begin(), frames.end(), sequence.begin(), sequence.end()) != frames.end();
+}
+
+}  // namespace
+
+TEST_CASE("stack collector: a process stopped inside dlopen or inside malloc answers with its own frames",
+          "[autopsy]") {
+  hvrun::RankTools tools;
+  // Its helper thread holds the loader's lock, in a library constructor that never ends; its main
+  // thread waits in wait_here.
+  Preloaded loader({HVRUN_TEST_STUCK_IN_LOADER, HVRUN_TEST_WAITING_CONSTRUCTOR}, tools);
+  // Its main thread waits inside malloc for the heap's lock, which a helper holds.
+  Preloaded in_malloc({HVRUN_TEST_STUCK_IN_MALLOC, "hang"}, tools);
+  REQUIRE(loader.read_until("ready\n", 10s));
+  REQUIRE(in_malloc.read_until("ready\n", 10s));
+  std::this_thread::sleep_for(100ms);  // from "ready" into pause() and into malloc
+  boost::asio::io_context io;
+  hvrun::StackCollector collector(io, tools.stack_dir());
+  std::optional<hvrun::StacksMsg> got;
+  const auto t0 = std::chrono::steady_clock::now();
+  collector.collect({{0, loader.pid}, {1, in_malloc.pid}}, 3000ms, [&](hvrun::StacksMsg m) { got = std::move(m); });
+  io.run();
+  REQUIRE(got);
+  REQUIRE(got->ranks.size() == 2);
+  CHECK(std::chrono::steady_clock::now() - t0 < 2s);  // both answered; none waited for the deadline
+  const std::string& in_loader_text = got->ranks[0].text;
+  const std::string& in_malloc_text = got->ranks[1].text;
+  INFO(in_loader_text << in_malloc_text);
+  CHECK(in_loader_text.find("gave no stack") == std::string::npos);
+  CHECK(in_malloc_text.find("gave no stack") == std::string::npos);
+  CHECK(holds_in_order(hvrun::stack_place(in_loader_text).frames, {"wait_here", "main"}));
+  CHECK(holds_in_order(hvrun::stack_place(in_malloc_text).frames, {"malloc", "allocate_here", "main"}));
+  CHECK_THAT(in_loader_text, Catch::Contains(" wait_here+0x") && Catch::Contains("(" HVRUN_TEST_STUCK_IN_LOADER ")"));
+  CHECK(in_malloc_text.find(hvrun::crash_report::kFrameOffset) == std::string::npos);  // every frame named
+}
+
+TEST_CASE("crash handler: a crash inside malloc, the heap's lock held, still writes its stack, which the agent names",
+          "[autopsy]") {
+  hvrun::RankTools tools;
+  Preloaded crash({HVRUN_TEST_STUCK_IN_MALLOC, "crash"}, tools);
+  crash.read_until("", 10s);  // to the end of both pipes
+  const int status = crash.wait_status();
+  CHECK(WIFSIGNALED(status));
+  CHECK(WTERMSIG(status) == SIGABRT);
+  const std::string& raw = crash.err_text;
+  INFO(raw);
+  CHECK_THAT(raw, Catch::Contains("hvrun-crash: pid ") && Catch::Contains(" SIGABRT, native stack of thread ") &&
+                      Catch::Contains("\nhvrun-crash: end of stack\n"));
+  // The frames as the handler writes them: places in files, named on the agent's side, here read a
+  // few bytes at a time as pipe reads may come.
+  CHECK_THAT(raw, Catch::Contains(std::string(hvrun::crash_report::kFrameOffset) + "0x"));
+  hvrun::CrashTextFilter filter;
+  std::string named;
+  for (std::size_t i = 0; i < raw.size(); i += 5) named += filter.feed(std::string_view(raw).substr(i, 5));
+  named += filter.flush();
+  INFO(named);
+  CHECK(named.find(hvrun::crash_report::kFrameOffset) == std::string::npos);
+  CHECK_THAT(named, Catch::Contains(" malloc+0x") && Catch::Contains(" allocate_here+0x") &&
+                        Catch::Contains(" main+0x") && Catch::Contains("(" HVRUN_TEST_STUCK_IN_MALLOC ")"));
+  // What the launcher then reads of it: the whole report.
+  hvrun::StderrDigest digest;
+  for (const auto& line : lines_of(named)) digest.line(line);
+  const auto report = digest.crash_report();
+  REQUIRE(report.size() > 4);
+  CHECK(report.front().rfind("hvrun-crash: pid ", 0) == 0);
+  CHECK(report.back() == hvrun::crash_report::kCrashFooter);
 }
