@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include "agent/crash_handler/frame_places.hpp"
+#include "agent/crash_handler/loaded_symbols.hpp"
 #include "agent/wire/crash_report.hpp"
 
 namespace {
@@ -338,13 +339,13 @@ void on_stack_request(int sig, siginfo_t* info, void* context) {
 _Unwind_Reason_Code first_frame_only(struct _Unwind_Context*, void*) { return _URC_END_OF_STACK; }
 
 // What a handler may not do itself, done at load: the unwinder's one-time set-up (pthread_once for its
-// register table) and the look-ups by name (dlsym). A failed dlsym leaves an error that the program's
-// next dlerror() would read: it is cleared.
+// register table) and the look-ups by name (dlsym), only for a program that defines them (a failed
+// dlsym costs an error message, and leaves it for the program's next dlerror()).
 void prepare() {
   (void)_Unwind_Backtrace(first_frame_only, nullptr);
+  if (!hvrun::crash_handler::loaded_objects_define("Py_IsInitialized")) return;
   g_py_is_initialized = reinterpret_cast<IsInitialized>(::dlsym(RTLD_DEFAULT, "Py_IsInitialized"));
-  if (g_py_is_initialized != nullptr)
-    g_py_dump = reinterpret_cast<DumpThreads>(::dlsym(RTLD_DEFAULT, "_Py_DumpTracebackThreads"));
+  g_py_dump = reinterpret_cast<DumpThreads>(::dlsym(RTLD_DEFAULT, "_Py_DumpTracebackThreads"));
   (void)::dlerror();
 }
 
