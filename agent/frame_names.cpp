@@ -72,29 +72,75 @@ std::optional<RawFrame> parse_raw(std::string_view line) {
   return f;
 }
 
-}  // namespace
-
-// One ELF file, mapped read-only: its loadable segments (file offset to virtual address) and its
-// function symbols, sorted by address.
-class FrameNames::ElfSymbols {
+// A regular file mapped read-only, unmapped with the object; empty when it cannot be.
+class MappedFile {
  public:
-  explicit ElfSymbols(const std::string& path) {
+  explicit MappedFile(const std::string& path) {
     const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
     struct stat st {};
     if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) ||
         st.st_size < static_cast<off_t>(sizeof(ElfW(Ehdr))))
       return;
-    size_ = static_cast<std::size_t>(st.st_size);
-    void* map = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd.get(), 0);
+    void* map = ::mmap(nullptr, static_cast<std::size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd.get(), 0);
     if (map == MAP_FAILED) return;
-    map_ = static_cast<const unsigned char*>(map);
-    read_tables();
+    data_ = static_cast<const unsigned char*>(map);
+    size_ = static_cast<std::size_t>(st.st_size);
   }
-  ~ElfSymbols() {
-    if (map_ != nullptr) ::munmap(const_cast<unsigned char*>(map_), size_);
+  ~MappedFile() {
+    if (data_ != nullptr) ::munmap(const_cast<unsigned char*>(data_), size_);
   }
-  ElfSymbols(const ElfSymbols&) = delete;
-  ElfSymbols& operator=(const ElfSymbols&) = delete;
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  bool within(std::uint64_t offset, std::uint64_t length) const { return offset <= size_ && length <= size_ - offset; }
+  // A copy of the T at `offset`, which the caller has checked is within.
+  template <typename T>
+  T at(std::uint64_t offset) const {
+    T t;
+    std::memcpy(&t, data_ + offset, sizeof t);
+    return t;
+  }
+  const unsigned char* data() const { return data_; }
+
+  // The ELF header of a file of this host's class, or nullopt.
+  std::optional<ElfW(Ehdr)> elf_header() const {
+    if (data_ == nullptr) return std::nullopt;
+    const auto eh = at<ElfW(Ehdr)>(0);
+    if (std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
+        eh.e_ident[EI_CLASS] != (__ELF_NATIVE_CLASS == 64 ? ELFCLASS64 : ELFCLASS32))
+      return std::nullopt;
+    return eh;
+  }
+
+ private:
+  const unsigned char* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+}  // namespace
+
+// One ELF file: its loadable segments (file offset to virtual address) and its function symbols,
+// sorted by address; those of .symtab from its separate debug file (/usr/lib/debug/.build-id/, where
+// the distribution's -dbg packages put them) when the file itself was stripped of it.
+class FrameNames::ElfSymbols {
+ public:
+  explicit ElfSymbols(const std::string& path) : file_(path) {
+    const auto eh = file_.elf_header();
+    if (!eh || eh->e_phentsize != sizeof(ElfW(Phdr)) ||
+        !file_.within(eh->e_phoff, std::uint64_t{eh->e_phnum} * sizeof(ElfW(Phdr))))
+      return;
+    std::string build_id;
+    for (unsigned i = 0; i < eh->e_phnum; ++i) {
+      const auto ph = file_.at<ElfW(Phdr)>(eh->e_phoff + i * sizeof(ElfW(Phdr)));
+      if (ph.p_type == PT_LOAD) loads_.push_back(Load{ph.p_offset, ph.p_filesz, ph.p_vaddr});
+      if (ph.p_type == PT_NOTE && build_id.empty()) build_id = gnu_build_id(ph);
+    }
+    if (!read_symbols(file_) && !build_id.empty()) {
+      debug_ = std::make_unique<MappedFile>(kDebugRoot + build_id.substr(0, 2) + "/" + build_id.substr(2) + ".debug");
+      read_symbols(*debug_);
+    }
+    std::sort(symbols_.begin(), symbols_.end(), [](const Symbol& a, const Symbol& b) { return a.value < b.value; });
+  }
 
   std::optional<std::uint64_t> vaddr_of(std::uint64_t offset) const {
     for (const Load& l : loads_)
@@ -127,6 +173,8 @@ class FrameNames::ElfSymbols {
   }
 
  private:
+  static constexpr const char* kDebugRoot = "/usr/lib/debug/.build-id/";
+
   struct Load {
     std::uint64_t offset, size, vaddr;
   };
@@ -137,37 +185,48 @@ class FrameNames::ElfSymbols {
     int binding;   // 2 global, 1 weak, 0 local
   };
 
-  bool within(std::uint64_t offset, std::uint64_t length) const { return offset <= size_ && length <= size_ - offset; }
-
-  void read_tables() {
-    ElfW(Ehdr) eh;
-    std::memcpy(&eh, map_, sizeof eh);
-    if (std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != (__ELF_NATIVE_CLASS == 64 ? ELFCLASS64 : ELFCLASS32) ||
-        eh.e_phentsize != sizeof(ElfW(Phdr)) || !within(eh.e_phoff, std::uint64_t{eh.e_phnum} * sizeof(ElfW(Phdr))))
-      return;
-    for (unsigned i = 0; i < eh.e_phnum; ++i) {
-      ElfW(Phdr) ph;
-      std::memcpy(&ph, map_ + eh.e_phoff + i * sizeof ph, sizeof ph);
-      if (ph.p_type == PT_LOAD) loads_.push_back(Load{ph.p_offset, ph.p_filesz, ph.p_vaddr});
+  // The GNU build id in hex from the notes of segment `ph`, or "".
+  std::string gnu_build_id(const ElfW(Phdr)& ph) const {
+    if (!file_.within(ph.p_offset, ph.p_filesz)) return "";
+    for (std::uint64_t at = ph.p_offset; at + sizeof(ElfW(Nhdr)) <= ph.p_offset + ph.p_filesz;) {
+      const auto note = file_.at<ElfW(Nhdr)>(at);
+      const std::uint64_t name_at = at + sizeof note, desc_at = name_at + ((note.n_namesz + 3) & ~3u);
+      const std::uint64_t next = desc_at + ((note.n_descsz + 3) & ~3u);
+      if (next > ph.p_offset + ph.p_filesz) return "";
+      if (note.n_type == NT_GNU_BUILD_ID && note.n_namesz == 4 && std::memcmp(file_.data() + name_at, "GNU", 4) == 0 &&
+          note.n_descsz >= 2) {
+        std::string hex_id;
+        for (std::uint32_t i = 0; i < note.n_descsz; ++i) {
+          const unsigned byte = file_.data()[desc_at + i];
+          hex_id += "0123456789abcdef"[byte >> 4];
+          hex_id += "0123456789abcdef"[byte & 15];
+        }
+        return hex_id;
+      }
+      at = next;
     }
-    if (eh.e_shentsize != sizeof(ElfW(Shdr)) || !within(eh.e_shoff, std::uint64_t{eh.e_shnum} * sizeof(ElfW(Shdr))))
-      return;
-    const auto section = [&](unsigned i) {
-      ElfW(Shdr) sh;
-      std::memcpy(&sh, map_ + eh.e_shoff + i * sizeof sh, sizeof sh);
-      return sh;
-    };
-    for (unsigned i = 0; i < eh.e_shnum; ++i) {
+    return "";
+  }
+
+  // The function symbols of `f`'s .dynsym and .symtab; whether it has a .symtab.
+  bool read_symbols(const MappedFile& f) {
+    const auto eh = f.elf_header();
+    if (!eh || eh->e_shentsize != sizeof(ElfW(Shdr)) ||
+        !f.within(eh->e_shoff, std::uint64_t{eh->e_shnum} * sizeof(ElfW(Shdr))))
+      return false;
+    const auto section = [&](unsigned i) { return f.at<ElfW(Shdr)>(eh->e_shoff + i * sizeof(ElfW(Shdr))); };
+    bool symtab = false;
+    for (unsigned i = 0; i < eh->e_shnum; ++i) {
       const ElfW(Shdr) sh = section(i);
-      if ((sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM) || sh.sh_link >= eh.e_shnum ||
-          sh.sh_entsize != sizeof(ElfW(Sym)) || !within(sh.sh_offset, sh.sh_size))
+      if ((sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM) || sh.sh_link >= eh->e_shnum ||
+          sh.sh_entsize != sizeof(ElfW(Sym)) || !f.within(sh.sh_offset, sh.sh_size))
         continue;
       const ElfW(Shdr) strs = section(sh.sh_link);
-      if (!within(strs.sh_offset, strs.sh_size)) continue;
-      const char* names = reinterpret_cast<const char*>(map_ + strs.sh_offset);
+      if (strs.sh_type != SHT_STRTAB || !f.within(strs.sh_offset, strs.sh_size)) continue;
+      symtab = symtab || sh.sh_type == SHT_SYMTAB;
+      const char* names = reinterpret_cast<const char*>(f.data() + strs.sh_offset);
       for (std::uint64_t k = 0; k < sh.sh_size / sizeof(ElfW(Sym)); ++k) {
-        ElfW(Sym) sym;
-        std::memcpy(&sym, map_ + sh.sh_offset + k * sizeof sym, sizeof sym);
+        const auto sym = f.at<ElfW(Sym)>(sh.sh_offset + k * sizeof(ElfW(Sym)));
         const int type = ELF64_ST_TYPE(sym.st_info);
         if ((type != STT_FUNC && type != STT_GNU_IFUNC) || sym.st_shndx == SHN_UNDEF || sym.st_value == 0 ||
             sym.st_name >= strs.sh_size)
@@ -180,11 +239,11 @@ class FrameNames::ElfSymbols {
                                   bind == STB_GLOBAL ? 2 : bind == STB_WEAK ? 1 : 0});
       }
     }
-    std::sort(symbols_.begin(), symbols_.end(), [](const Symbol& a, const Symbol& b) { return a.value < b.value; });
+    return symtab;
   }
 
-  const unsigned char* map_ = nullptr;
-  std::size_t size_ = 0;
+  MappedFile file_;
+  std::unique_ptr<MappedFile> debug_;  // holds the names of the debug file's symbols
   std::vector<Load> loads_;
   std::vector<Symbol> symbols_;
 };

@@ -1,17 +1,24 @@
 // The agent's side of the crash handler's frames: FrameNames names a raw frame (an address and where
 // it lies in a file) from the file's ELF symbols, and CrashTextFilter does so on a rank's stderr,
-// inside crash reports only, passing every other byte on unchanged.
+// inside crash reports only, passing every other byte on unchanged; a stripped library's own functions
+// come from its separate debug file where one is installed.
 #include <catch2/catch.hpp>
 
+#include <link.h>
 #include <unistd.h>
 
 #include <cstdint>
 #include <fstream>
+#include <filesystem>
 #include <sstream>
 
 #include "agent/crash_text_filter.hpp"
 #include "agent/frame_names.hpp"
+#include "agent/rank_tools.hpp"
 #include "agent/wire/crash_report.hpp"
+#include "tests/support/preloaded_process.hpp"
+
+using namespace std::chrono_literals;
 
 namespace {
 
@@ -104,4 +111,59 @@ TEST_CASE("crash text filter: frames are named inside crash reports only; other 
     CHECK(f.feed("hv") == "");
     CHECK(f.flush() == "hv");  // the stream's end gives back what was held
   }
+}
+
+namespace {
+
+// The path of libc's separate debug file as the distribution's libc6-dbg installs it
+// (/usr/lib/debug/.build-id/xx/yyyy.debug, from the GNU build id of the libc this process runs).
+std::string libc_debug_file() {
+  std::string path;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) {
+        if (std::string(info->dlpi_name).find("/libc.so") == std::string::npos) return 0;
+        for (int i = 0; i < info->dlpi_phnum; ++i) {
+          if (info->dlpi_phdr[i].p_type != PT_NOTE) continue;
+          const auto* at = reinterpret_cast<const unsigned char*>(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+          const auto* end = at + info->dlpi_phdr[i].p_memsz;
+          while (at + sizeof(ElfW(Nhdr)) <= end) {
+            const auto* note = reinterpret_cast<const ElfW(Nhdr)*>(at);
+            const auto* desc = at + sizeof *note + ((note->n_namesz + 3) & ~3u);
+            if (note->n_type == NT_GNU_BUILD_ID) {
+              std::string hex;
+              for (std::uint32_t k = 0; k < note->n_descsz; ++k) {
+                hex += "0123456789abcdef"[desc[k] >> 4];
+                hex += "0123456789abcdef"[desc[k] & 15];
+              }
+              *static_cast<std::string*>(data) = "/usr/lib/debug/.build-id/" + hex.substr(0, 2) + "/" + hex.substr(2) + ".debug";
+              return 1;
+            }
+            at = desc + ((note->n_descsz + 3) & ~3u);
+          }
+        }
+        return 0;
+      },
+      &path);
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("crash handler: a stripped library's own functions are named from its separate debug file (libc6-dbg)",
+          "[integration]") {
+  const std::string debug_file = libc_debug_file();
+  if (debug_file.empty() || !std::filesystem::exists(debug_file)) {
+    WARN("skipped: libc's separate debug file is not installed (" << debug_file << "; Debian: libc6-dbg)");
+    return;
+  }
+  hvrun::RankTools tools;
+  hvrun::test::PreloadedProcess crash({HVRUN_TEST_STUCK_IN_MALLOC, "crash"}, tools);
+  crash.read_until("", 10s);
+  crash.wait_status();
+  hvrun::FrameNames names;
+  const std::string named = names.name_text(crash.err_text);
+  INFO(named);
+  // Between malloc and abort: libc's functions that its .dynsym does not hold.
+  CHECK_THAT(named, Catch::Contains(" _int_malloc+0x") && Catch::Contains(" malloc_printerr+0x") &&
+                        Catch::Contains(" malloc+0x"));
 }
