@@ -2,7 +2,8 @@
 // Names for the frames that libhvrun_crash.so writes raw (agent/wire/crash_report.hpp: "  #N 0xADDR in
 // FILE at file offset 0xOFF"), looked up here, on the rank's host, in the ELF symbol tables of those
 // files: .dynsym first (the exported name, as dladdr would give it), else .symtab (a program's own
-// static functions). The library cannot do it itself: a signal handler may not take the loader's lock
+// static functions; for a stripped file, from its separate debug file under /usr/lib/debug/.build-id/
+// where one is installed). The library cannot do it itself: a signal handler may not take the loader's lock
 // or allocate. A line becomes "  #N 0xADDR name+0xOFF (FILE)", or "  #N 0xADDR ?? +0xVADDR (FILE)"
 // where no symbol holds the address (VADDR: the address in the file's own terms, what addr2line -e
 // FILE takes; the file offset where the file cannot be read as ELF).
