@@ -33,6 +33,7 @@
 #include "agent/fingerprint.hpp"
 #include "agent/kernel_log.hpp"
 #include "agent/proc_scan.hpp"
+#include "agent/rank_pipes.hpp"
 #include "agent/rank_tools.hpp"
 #include "agent/stack_collector.hpp"
 #include "agent/sync_check.hpp"
@@ -87,10 +88,6 @@ int pick_free_port() {
 // message does in each phase), OutputFlow (when the ranks' pipes are read) and RankTable (which pid
 // is which rank, and its exit report).
 struct Agent::Impl {
-  struct Pipes {
-    std::unique_ptr<Descriptor> out, err;
-  };
-
   Impl(UniqueFd in, UniqueFd out)
       : channel(io, std::move(in), std::move(out), "launcher"),
         child_signals(io, SIGCHLD),
@@ -120,7 +117,7 @@ struct Agent::Impl {
   std::unique_ptr<StoreServer> store;  // lives as long as the job: the agent exits with it
   std::unique_ptr<HorovodRendezvous> horovod_rendezvous;  // likewise, on rank 0's host
   RankTable ranks;
-  std::vector<Pipes> pipes;  // parallel to ranks: a rank's slot indexes both
+  std::vector<RankPipes> pipes;  // parallel to ranks: a rank's slot indexes both
   OutputFlow flow;
   // The crash handler and stack folder given to ranks; null when it could not be made (the ranks run
   // without, and hvrun says so once).
@@ -258,8 +255,7 @@ struct Agent::Impl {
         set_nonblocking(p.out.get(), "rank stdout");
         set_nonblocking(p.err.get(), "rank stderr");
         const std::size_t slot = ranks.add(r.rank, p.pid);
-        pipes.push_back({std::make_unique<Descriptor>(io, p.out.release()),
-                         std::make_unique<Descriptor>(io, p.err.release())});
+        pipes.emplace_back(io, p.out.release(), p.err.release());
         send(StartedMsg{r.rank, p.pid});
         arm({slot, OutputStream::kStdout});
         arm({slot, OutputStream::kStderr});
@@ -282,10 +278,7 @@ struct Agent::Impl {
       for (const OutputStream st : {OutputStream::kStdout, OutputStream::kStderr}) {
         for (int i = 0; i < kDrainChunks && read_once({slot, st}, false); ++i) {
         }
-        if (Descriptor* d = descriptor({slot, st})) {
-          boost::system::error_code ignored;
-          d->close(ignored);
-        }
+        send_output({slot, st}, pipes[slot].close(st));
       }
     kill_timer.cancel();
     sent_sigkill = false;
@@ -410,11 +403,7 @@ struct Agent::Impl {
     }
   }
 
-  Descriptor* descriptor(OutputFlow::Reader reader) {
-    Pipes& p = pipes.at(reader.slot);
-    auto& d = reader.stream == OutputStream::kStdout ? p.out : p.err;
-    return d && d->is_open() ? d.get() : nullptr;
-  }
+  Descriptor* descriptor(OutputFlow::Reader reader) { return pipes.at(reader.slot).open(reader.stream); }
 
   void arm(OutputFlow::Reader reader) {
     Descriptor* d = descriptor(reader);
@@ -438,9 +427,7 @@ struct Agent::Impl {
     char buf[kIoChunk];
     const ssize_t n = retry_eintr([&] { return ::read(d->native_handle(), buf, sizeof buf); });
     if (n > 0) {
-      channel.send(FrameType::kOutput, encode_output(ranks.at(reader.slot).rank, reader.stream,
-                                                     std::string_view(buf, static_cast<size_t>(n))));
-      flow.sent(static_cast<std::size_t>(n));
+      send_output(reader, pipes[reader.slot].pass(reader.stream, std::string_view(buf, static_cast<size_t>(n))));
       if (rearm) arm(reader);
       return true;
     }
@@ -448,9 +435,14 @@ struct Agent::Impl {
       if (rearm) arm(reader);
       return false;
     }
-    boost::system::error_code ignored;
-    d->close(ignored);  // end of stream, or an error that no retry will mend
+    send_output(reader, pipes[reader.slot].close(reader.stream));  // end of stream, or an error no retry mends
     return false;
+  }
+
+  void send_output(OutputFlow::Reader reader, std::string_view bytes) {
+    if (bytes.empty()) return;
+    channel.send(FrameType::kOutput, encode_output(ranks.at(reader.slot).rank, reader.stream, bytes));
+    flow.sent(bytes.size());
   }
 
   void wait_children() {

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "agent/frame_names.hpp"
 #include "agent/proc_scan.hpp"
 #include "common/crash_report.hpp"
 #include "common/file_digest.hpp"
@@ -66,6 +67,7 @@ struct StackCollector::Impl {
   std::chrono::steady_clock::time_point deadline;
   std::function<void(StacksMsg)> done;
   int polls = 0;
+  std::unique_ptr<FrameNames> names;  // during a collection: the files its frames lie in
 
   void start(const std::vector<Rank>& r, std::chrono::milliseconds timeout, std::function<void(StacksMsg)> d) {
     if (running) return;
@@ -73,6 +75,7 @@ struct StackCollector::Impl {
     ranks = r;
     done = std::move(d);
     processes.clear();
+    names = std::make_unique<FrameNames>();
     std::vector<pid_t> groups;
     for (const Rank& k : ranks) groups.push_back(k.pid);
     const auto members = processes_in_groups(groups);
@@ -97,7 +100,7 @@ struct StackCollector::Impl {
       if (p.file.empty() || !p.text.empty()) continue;
       std::error_code ec;
       if (std::filesystem::exists(p.file, ec)) {
-        p.text = read_bounded(p.file);
+        p.text = names->name_text(read_bounded(p.file));
         std::filesystem::remove(p.file, ec);
       } else {
         waiting = true;
@@ -133,6 +136,7 @@ struct StackCollector::Impl {
     }
     // Late answers are not read; their files go with the directory.
     running = false;
+    names.reset();
     auto d = std::move(done);
     d(std::move(msg));
   }

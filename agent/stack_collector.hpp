@@ -1,8 +1,9 @@
 #pragma once
 // The stacks of this host's ranks, for hvrun's hang autopsy: every process of each rank's group is
 // asked for its stack (SIGURG with crash_report::kStackRequest, to its main thread; the preloaded
-// libhvrun_crash.so writes a stack file and the process goes on), and what has not answered by the
-// deadline is described from /proc (state, wchan, kernel stack). One collection at a time.
+// libhvrun_crash.so writes a stack file and the process goes on; its frames are named here, FrameNames),
+// and what has not answered by the deadline is described from /proc (state, wchan, kernel stack). One
+// collection at a time.
 #include <sys/types.h>
 
 #include <chrono>

@@ -5,9 +5,17 @@
 namespace hvrun::crash_report {
 
 // On stderr: "hvrun-crash: pid N (COMM) SIGSEGV, fault address 0x0, native stack of thread T:", the
-// frames ("  #0 0xADDR name+0xOFF (file)"), then the footer line.
+// frames, then the footer line.
 inline constexpr const char kCrashHeader[] = "hvrun-crash:";
 inline constexpr const char kCrashFooter[] = "hvrun-crash: end of stack";
+
+// A frame as the library writes it, from a signal handler that may not look names up: its address
+// and where that lies in a mapped file, "  #0 0xADDR in FILE at file offset 0xOFF" ("  #0 0xADDR ??"
+// outside any file). hvrun's agent rewrites such lines, on the rank's host, into named frames
+// ("  #0 0xADDR name+0xOFF (FILE)", or "  #0 0xADDR ?? +0xVADDR (FILE)" where no symbol holds it)
+// before they leave the host: the launcher reads only named ones.
+inline constexpr const char kFrameFile[] = " in ";
+inline constexpr const char kFrameOffset[] = " at file offset ";
 
 // A stack file: "hvrun-stack: pid N (COMM)", then the Python section (faulthandler's text, all
 // threads, the main thread first as "Current thread") when the process runs Python, then the native

@@ -506,6 +506,48 @@ TEST_CASE("fault catalogue: a crash shows its stack, a death its cause, a hang w
   }
 }
 
+TEST_CASE("fault catalogue: a rank inside dlopen or malloc still shows its own stack, at Ctrl-C and when it crashes",
+          "[lab][faults]") {
+  HVRUN_SKIP_WITHOUT_LAB();
+  Lab lab(3);
+  TempHome home;
+  const std::string h1 = lab.host(1), h2 = lab.host(2);
+  {
+    INFO("Ctrl-C: ranks 0,1 have a thread inside dlopen (the loader's lock held) and wait in wait_here; ranks 2,3 "
+         "wait inside malloc for the heap's lock. Each answers with its own frames, none with the kernel's wait");
+    FaultJob job(lab, home);
+    job.start({}, "if [ $HVRUN_RANK -lt 2 ]; then exec " HVRUN_TEST_STUCK_IN_LOADER " " HVRUN_TEST_WAITING_CONSTRUCTOR
+                  "; else exec " HVRUN_TEST_STUCK_IN_MALLOC " hang; fi");
+    job.mark();
+    job.hvrun->signal(SIGINT);
+    auto r = job.finish();
+    CHECK(r.exit_code == 128 + SIGINT);
+    CHECK_THAT(r.err, Catch::Contains("hvrun: where the 4 running ranks are:\n"));
+    CHECK_THAT(r.err, Catch::Contains("hvrun: ranks 0,1 on " + h1 + ": in "));
+    CHECK_THAT(r.err, Catch::Contains(" \u2190 wait_here \u2190 main"));
+    CHECK_THAT(r.err, Catch::Contains("hvrun: ranks 2,3 on " + h2 + ": in "));
+    CHECK_THAT(r.err, Catch::Contains(" \u2190 malloc \u2190 allocate_here \u2190 main"));
+    CHECK_FALSE(Catch::Contains("gave no stack").match(r.err));
+    CHECK_FALSE(Catch::Contains("kernel wait").match(r.err));
+    CHECK(job.last_teardown < kGrace + 1s);
+  }
+  {
+    INFO("a C rank whose malloc finds its heap corrupt and aborts, the heap's lock held: its stack, named");
+    FaultJob job(lab, home);
+    job.start({}, "echo ready; if [ $HVRUN_RANK = 1 ]; then " + job.wait_trigger() + "exec " HVRUN_TEST_STUCK_IN_MALLOC
+                  " crash; fi; exec sleep 60");
+    job.fire();
+    auto r = job.finish();
+    CHECK(r.exit_code == 128 + SIGABRT);
+    CHECK_THAT(r.err, Catch::Contains("hvrun: rank 1 on " + h1 + ": killed by SIGABRT; its last stderr lines:\n"));
+    CHECK_THAT(r.err, Catch::Contains("    hvrun-crash: pid "));
+    CHECK_THAT(r.err, Catch::Contains(" malloc+0x"));
+    CHECK_THAT(r.err, Catch::Contains(" allocate_here+0x"));
+    CHECK_THAT(r.err, Catch::Contains(" main+0x"));
+    CHECK_THAT(r.err, Catch::Contains("    hvrun-crash: end of stack\nhvrun: stopping the other 3 ranks"));
+  }
+}
+
 TEST_CASE("fault catalogue: a rank killed by the OOM killer in a cgroup with a small memory limit", "[lab][faults]") {
   HVRUN_SKIP_WITHOUT_LAB();
   MemoryCgroup cgroup(96L << 20);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <algorithm>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -19,6 +20,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "agent/crash_text_filter.hpp"
 #include "agent/kernel_log.hpp"
 #include "agent/proc_scan.hpp"
 #include "agent/rank_table.hpp"
@@ -30,6 +32,8 @@
 #include "launcher/job/stack_groups.hpp"
 #include "launcher/job/stall_watch.hpp"
 #include "launcher/job/teardown.hpp"
+#include "launcher/output/stderr_digest.hpp"
+#include "tests/support/preloaded_process.hpp"
 
 using namespace std::chrono_literals;
 
@@ -306,4 +310,83 @@ TEST_CASE("stack collector: a preloaded process answers and goes on; one without
     ::kill(p, SIGKILL);
     ::waitpid(p, &status, 0);
   }
+}
+
+namespace {
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+// Whether `frames` hold `sequence` one after another.
+bool holds_in_order(const std::vector<std::string>& frames, const std::vector<std::string>& sequence) {
+  return std::search(frames.begin(), frames.end(), sequence.begin(), sequence.end()) != frames.end();
+}
+
+}  // namespace
+
+TEST_CASE("stack collector: a process stopped inside dlopen or inside malloc answers with its own frames",
+          "[autopsy]") {
+  hvrun::RankTools tools;
+  // Its helper thread holds the loader's lock, in a library constructor that never ends; its main
+  // thread waits in wait_here.
+  hvrun::test::PreloadedProcess loader({HVRUN_TEST_STUCK_IN_LOADER, HVRUN_TEST_WAITING_CONSTRUCTOR}, tools);
+  // Its main thread waits inside malloc for the heap's lock, which a helper holds.
+  hvrun::test::PreloadedProcess in_malloc({HVRUN_TEST_STUCK_IN_MALLOC, "hang"}, tools);
+  REQUIRE(loader.read_until("ready\n", 10s));
+  REQUIRE(in_malloc.read_until("ready\n", 10s));
+  std::this_thread::sleep_for(100ms);  // from "ready" into pause() and into malloc
+  boost::asio::io_context io;
+  hvrun::StackCollector collector(io, tools.stack_dir());
+  std::optional<hvrun::StacksMsg> got;
+  const auto t0 = std::chrono::steady_clock::now();
+  collector.collect({{0, loader.pid}, {1, in_malloc.pid}}, 3000ms, [&](hvrun::StacksMsg m) { got = std::move(m); });
+  io.run();
+  REQUIRE(got);
+  REQUIRE(got->ranks.size() == 2);
+  CHECK(std::chrono::steady_clock::now() - t0 < 2s);  // both answered; none waited for the deadline
+  const std::string& in_loader_text = got->ranks[0].text;
+  const std::string& in_malloc_text = got->ranks[1].text;
+  INFO(in_loader_text << in_malloc_text);
+  CHECK(in_loader_text.find("gave no stack") == std::string::npos);
+  CHECK(in_malloc_text.find("gave no stack") == std::string::npos);
+  CHECK(holds_in_order(hvrun::stack_place(in_loader_text).frames, {"wait_here", "main"}));
+  CHECK(holds_in_order(hvrun::stack_place(in_malloc_text).frames, {"malloc", "allocate_here", "main"}));
+  CHECK_THAT(in_loader_text, Catch::Contains(" wait_here+0x") && Catch::Contains("(" HVRUN_TEST_STUCK_IN_LOADER ")"));
+  CHECK(in_malloc_text.find(hvrun::crash_report::kFrameOffset) == std::string::npos);  // every frame named
+}
+
+TEST_CASE("crash handler: a crash inside malloc, the heap's lock held, still writes its stack, which the agent names",
+          "[autopsy]") {
+  hvrun::RankTools tools;
+  hvrun::test::PreloadedProcess crash({HVRUN_TEST_STUCK_IN_MALLOC, "crash"}, tools);
+  crash.read_until("", 10s);  // to the end of both pipes
+  const int status = crash.wait_status();
+  CHECK(WIFSIGNALED(status));
+  CHECK(WTERMSIG(status) == SIGABRT);
+  const std::string& raw = crash.err_text;
+  INFO(raw);
+  CHECK_THAT(raw, Catch::Contains("hvrun-crash: pid ") && Catch::Contains(" SIGABRT, native stack of thread ") &&
+                      Catch::Contains("\nhvrun-crash: end of stack\n"));
+  // The frames as the handler writes them: places in files, named on the agent's side, here read a
+  // few bytes at a time as pipe reads may come.
+  CHECK_THAT(raw, Catch::Contains(std::string(hvrun::crash_report::kFrameOffset) + "0x"));
+  hvrun::CrashTextFilter filter;
+  std::string named;
+  for (std::size_t i = 0; i < raw.size(); i += 5) named += filter.feed(std::string_view(raw).substr(i, 5));
+  named += filter.flush();
+  INFO(named);
+  CHECK(named.find(hvrun::crash_report::kFrameOffset) == std::string::npos);
+  CHECK_THAT(named, Catch::Contains(" malloc+0x") && Catch::Contains(" allocate_here+0x") &&
+                        Catch::Contains(" main+0x") && Catch::Contains("(" HVRUN_TEST_STUCK_IN_MALLOC ")"));
+  // What the launcher then reads of it: the whole report.
+  hvrun::StderrDigest digest;
+  for (const auto& line : lines_of(named)) digest.line(line);
+  const auto report = digest.crash_report();
+  REQUIRE(report.size() > 4);
+  CHECK(report.front().rfind("hvrun-crash: pid ", 0) == 0);
+  CHECK(report.back() == hvrun::crash_report::kCrashFooter);
 }

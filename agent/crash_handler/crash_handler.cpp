@@ -2,12 +2,12 @@
 // show where they happened, in any program, with nothing to add to it.
 //
 // - A fatal signal (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT) writes the crashing thread's native
-//   stack to stderr, with function names from the dynamic symbols or, failing those, from the ELF
-//   .symtab of the file that holds the frame, then dies of the same signal (the exit status is
-//   unchanged). A handler installed later (Python's faulthandler, under PYTHONFAULTHANDLER=1) runs
-//   first and chains to this one, so a Python rank shows its Python frames and then its native ones;
-//   this library's sigaction() puts a step in front of such a handler that notes the fault's address
-//   and instruction, which the chained re-raise no longer carries.
+//   stack to stderr, each frame as its address and the file and file offset it lies at, then dies of
+//   the same signal (the exit status is unchanged). hvrun's agent names the frames on their way to the
+//   launcher (agent/crash_text_filter.hpp). A handler installed later (Python's faulthandler, under
+//   PYTHONFAULTHANDLER=1) runs first and chains to this one, so a Python rank shows its Python frames
+//   and then its native ones; this library's sigaction() puts a step in front of such a handler that
+//   notes the fault's address and instruction, which the chained re-raise no longer carries.
 // - SIGURG sent by hvrun's agent with kStackRequest as its value (rt_tgsigqueueinfo to the main
 //   thread, so no other sender and no other thread triggers it; SIGURG's default is to ignore, so a
 //   process without this handler is not harmed) writes the main thread's Python frames (through the
@@ -15,38 +15,43 @@
 //   $HVRUN_STACK_DIR/<pgid>-<pid>.stack, written under a temporary name and renamed when whole; the
 //   program goes on.
 //
-// The text formats are a contract with the launcher (launcher/output/stderr_digest.hpp,
-// launcher/job/stack_groups.hpp); common/crash_report.hpp spells them.
+// The text formats are a contract with the agent and the launcher (agent/frame_names.hpp,
+// launcher/output/stderr_digest.hpp, launcher/job/stack_groups.hpp); common/crash_report.hpp spells
+// them.
 //
-// Everything here runs in signal handlers: only async-signal-safe calls (write, open, read, mmap,
-// rename), no allocation, no stdio. Stacks are walked by libgcc's unwinder linked into this library
-// (-static-libgcc, its symbols kept private by --exclude-libs), not by glibc's backtrace(), which loads
-// libgcc_s on first use: warming that up at load cost every rank about 0.3 ms of CPU and 30 page faults
-// (`true` preloaded: 0.67-0.93 ms against 0.46-0.52, perf stat -r 300; docs/BENCHMARKS.md), and
-// loading it later would mean dlopen in a signal handler. Built without libstdc++: the library needs
-// glibc only.
+// The handlers make only async-signal-safe calls (write, open, read, mmap, rename), take no lock and
+// allocate nothing, so that a thread interrupted inside malloc, or another thread inside dlopen, cannot
+// stop them: no dladdr or dlsym (the loader's lock), no stdio, no malloc; what needs those is done in
+// the constructor. Stacks are walked by libgcc's unwinder linked into this library (-static-libgcc, its
+// symbols kept private by --exclude-libs), which finds unwind tables through glibc's lock-free
+// _dl_find_object; its one-time set-up is run at load. glibc's backtrace() loads libgcc_s on first use:
+// warming that up at load cost every rank about 0.3 ms of CPU and 30 page faults (`true` preloaded:
+// 0.67-0.93 ms against 0.46-0.52, perf stat -r 300; docs/BENCHMARKS.md), and loading it later would
+// mean dlopen in a signal handler. Built without libstdc++: the library needs glibc only.
 #include <dlfcn.h>
-#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <link.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>  // rename
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <ucontext.h>
 #include <unwind.h>
 #include <unistd.h>
 
+#include "agent/crash_handler/frame_places.hpp"
+#include "agent/crash_handler/loaded_symbols.hpp"
 #include "common/crash_report.hpp"
 
 namespace {
 
-constexpr int kMaxFrames = 64;
+using hvrun::crash_handler::kMaxFrames;
+using hvrun::crash_handler::Place;
+using hvrun::crash_handler::FramePlaces;
+
 constexpr int kFatalSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
 struct sigaction g_previous[65];
 char g_stack_dir[512];
@@ -115,99 +120,24 @@ const char* signal_word(int sig) {
   }
 }
 
-// The name of the function of .symtab that holds `offset` (a link-time address) in the ELF file
-// `path`, or nullptr. `name` receives it (bounded).
-bool symtab_name(const char* path, uintptr_t offset, char* name, size_t name_size, uintptr_t* start) {
-  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || st.st_size < static_cast<off_t>(sizeof(ElfW(Ehdr)))) {
-    ::close(fd);
-    return false;
-  }
-  const size_t size = static_cast<size_t>(st.st_size);
-  void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  ::close(fd);
-  if (map == MAP_FAILED) return false;
-  const auto* base = static_cast<const unsigned char*>(map);
-  const auto* eh = reinterpret_cast<const ElfW(Ehdr)*>(base);
-  bool found = false;
-  if (memcmp(eh->e_ident, ELFMAG, SELFMAG) == 0 && eh->e_shoff != 0 &&
-      eh->e_shoff + static_cast<size_t>(eh->e_shnum) * sizeof(ElfW(Shdr)) <= size) {
-    const auto* sh = reinterpret_cast<const ElfW(Shdr)*>(base + eh->e_shoff);
-    for (int i = 0; i < eh->e_shnum && !found; ++i) {
-      if (sh[i].sh_type != SHT_SYMTAB || sh[i].sh_link >= eh->e_shnum) continue;
-      const ElfW(Shdr)& strs = sh[sh[i].sh_link];
-      if (sh[i].sh_offset + sh[i].sh_size > size || strs.sh_offset + strs.sh_size > size) continue;
-      const auto* syms = reinterpret_cast<const ElfW(Sym)*>(base + sh[i].sh_offset);
-      const size_t count = sh[i].sh_size / sizeof(ElfW(Sym));
-      for (size_t k = 0; k < count; ++k) {
-        const ElfW(Sym)& s = syms[k];
-        if (ELF64_ST_TYPE(s.st_info) != STT_FUNC || s.st_value == 0) continue;
-        if (offset < s.st_value || offset >= s.st_value + (s.st_size ? s.st_size : 1)) continue;
-        if (s.st_name >= strs.sh_size) continue;
-        const char* n = reinterpret_cast<const char*>(base + strs.sh_offset + s.st_name);
-        size_t j = 0;
-        for (; j + 1 < name_size && j < strs.sh_size - s.st_name && n[j] != '\0'; ++j) name[j] = n[j];
-        name[j] = '\0';
-        *start = s.st_value;
-        found = j > 0;
-        break;
-      }
-    }
-  }
-  ::munmap(map, size);
-  return found;
-}
-
-// One frame: "  #N 0xADDR name+0xOFF (file)", the name from dladdr's dynamic symbols or the file's
-// .symtab, "??" where neither knows it.
-void write_frame(Out& out, int index, void* addr) {
+// One frame as crash_report.hpp's raw frame: "  #N 0xADDR in FILE at file offset 0xOFF", or
+// "  #N 0xADDR ??" outside any file.
+void write_frame(Out& out, int index, void* addr, const FramePlaces* s) {
   out.put("  #");
   out.dec(index);
   out.put(" ");
   out.hex(reinterpret_cast<uintptr_t>(addr));
-  Dl_info info{};
-  // A return address points after the call: look up the byte before it, inside the caller.
-  const uintptr_t pc = reinterpret_cast<uintptr_t>(addr) - (index > 0 ? 1 : 0);
-  if (::dladdr(reinterpret_cast<void*>(pc), &info) == 0) {
+  const Place* place = s != nullptr ? &s->places[index] : nullptr;
+  if (place == nullptr || place->path_len == 0) {
     out.put(" ??\n");
     out.flush();
     return;
   }
-  // The main program's name is argv[0] as it was typed ("sh"): its file is /proc/self/exe.
-  const char* file = info.dli_fname;
-  static char exe[512];
-  if (file == nullptr || strchr(file, '/') == nullptr) {
-    const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
-    exe[n > 0 ? n : 0] = '\0';
-    file = n > 0 ? exe : "/proc/self/exe";
-  }
-  char name[256];
-  uintptr_t start = 0;
-  if (info.dli_sname != nullptr) {
-    out.put(" ");
-    out.put(info.dli_sname);
-    start = reinterpret_cast<uintptr_t>(info.dli_saddr);
-    out.put("+");
-    out.hex(pc - start);
-  } else {
-    // .symtab holds link-time addresses: the load base is subtracted for a shared object or a PIE.
-    const auto* eh = static_cast<const ElfW(Ehdr)*>(info.dli_fbase);
-    const uintptr_t bias = (eh != nullptr && eh->e_type == ET_DYN) ? reinterpret_cast<uintptr_t>(info.dli_fbase) : 0;
-    if (symtab_name(file, pc - bias, name, sizeof name, &start)) {
-      out.put(" ");
-      out.put(name);
-      out.put("+");
-      out.hex(pc - bias - start);
-    } else {
-      out.put(" ?? +");
-      out.hex(pc - reinterpret_cast<uintptr_t>(info.dli_fbase));
-    }
-  }
-  out.put(" (");
-  out.put(file);
-  out.put(")\n");
+  out.put(hvrun::crash_report::kFrameFile);
+  out.put(s->paths + place->path_at, place->path_len);
+  out.put(hvrun::crash_report::kFrameOffset);
+  out.hex(place->file_offset);
+  out.put("\n");
   out.flush();
 }
 
@@ -245,6 +175,17 @@ int collect_frames(void** pcs, int max) {
   return f.n < 0 ? 0 : f.n;
 }
 
+// The frames from `first` on, each placed in its file; without a scratch area (mmap failed), bare.
+void write_frames(Out& out, void* const* frames, int first, int n) {
+  void* const* shown = frames + first;
+  const int count = n - first;
+  void* map = ::mmap(nullptr, sizeof(FramePlaces), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  FramePlaces* s = map == MAP_FAILED ? nullptr : static_cast<FramePlaces*>(map);
+  if (s != nullptr) hvrun::crash_handler::place_frames(*s, shown, count);
+  for (int i = 0; i < count; ++i) write_frame(out, i, shown[i], s);
+  if (s != nullptr) ::munmap(map, sizeof(FramePlaces));
+}
+
 // The native stack of the calling thread, from the interrupted instruction on (the handler's own
 // frames and the signal trampoline are left out when the interrupted pc is found among the frames).
 void write_native_stack(Out& out, void* context, uintptr_t fault_pc = 0) {
@@ -261,11 +202,12 @@ void write_native_stack(Out& out, void* context, uintptr_t fault_pc = 0) {
       break;
     }
   if (first == 0 && pc != 0) {
-    // The trampoline's frame was not found (no unwind data past it): the interrupted pc first.
-    write_frame(out, 0, reinterpret_cast<void*>(pc));
+    // The trampoline's frame was not found (no unwind data past it): the interrupted pc alone.
+    frames[0] = reinterpret_cast<void*>(pc);
+    write_frames(out, frames, 0, 1);
     return;
   }
-  for (int i = first; i < n; ++i) write_frame(out, i - first, frames[i]);
+  write_frames(out, frames, first, n);
 }
 
 // The header's start: `header` pid N (COMM), as both texts of crash_report.hpp begin.
@@ -342,6 +284,10 @@ void on_fatal(int sig, siginfo_t* info, void* context) {
 
 using DumpThreads = const char* (*)(int, void*, void*);
 using IsInitialized = int (*)();
+// The interpreter's own dumper (what faulthandler calls) and its readiness, when the program is Python:
+// looked up at load, since dlsym in a signal handler takes the loader's lock.
+DumpThreads g_py_dump;
+IsInitialized g_py_is_initialized;
 
 void on_stack_request(int sig, siginfo_t* info, void* context) {
   if (info->si_code != SI_QUEUE || info->si_value.sival_int != hvrun::crash_report::kStackRequest) {
@@ -374,9 +320,8 @@ void on_stack_request(int sig, siginfo_t* info, void* context) {
   write_who(out, hvrun::crash_report::kStackHeader);
   out.put("\n");
   out.flush();
-  const auto is_init = reinterpret_cast<IsInitialized>(::dlsym(RTLD_DEFAULT, "Py_IsInitialized"));
-  const auto dump = reinterpret_cast<DumpThreads>(::dlsym(RTLD_DEFAULT, "_Py_DumpTracebackThreads"));
-  if (is_init != nullptr && dump != nullptr && is_init()) {
+  const DumpThreads dump = g_py_dump;
+  if (dump != nullptr && g_py_is_initialized != nullptr && g_py_is_initialized()) {
     out.put(hvrun::crash_report::kPythonSection);
     out.put("\n");
     out.flush();
@@ -391,7 +336,24 @@ void on_stack_request(int sig, siginfo_t* info, void* context) {
   errno = saved_errno;
 }
 
+_Unwind_Reason_Code first_frame_only(struct _Unwind_Context*, void*) { return _URC_END_OF_STACK; }
+
+// What a handler may not do itself, done at load: the unwinder's one-time set-up (pthread_once for its
+// register table) and the look-ups by name (dlsym), only for a program that defines them (a failed
+// dlsym costs an error message, and leaves it for the program's next dlerror()).
+void prepare() {
+  (void)_Unwind_Backtrace(first_frame_only, nullptr);
+  if (!hvrun::crash_handler::loaded_objects_define("Py_IsInitialized")) return;
+  g_py_is_initialized = reinterpret_cast<IsInitialized>(::dlsym(RTLD_DEFAULT, "Py_IsInitialized"));
+  g_py_dump = reinterpret_cast<DumpThreads>(::dlsym(RTLD_DEFAULT, "_Py_DumpTracebackThreads"));
+  (void)::dlerror();
+}
+
+void resolve_next_sigaction();
+
 __attribute__((constructor)) void install() {
+  prepare();
+  resolve_next_sigaction();
   // In a process that hvrun did not start (the variable is inherited by what ranks run), the
   // handlers still help; the stack directory may be gone, which only stops the hang dumps.
   if (const char* dir = ::getenv(hvrun::crash_report::kStackDirVariable)) {
@@ -423,10 +385,17 @@ __attribute__((constructor)) void install() {
 
 using SigactionCall = int (*)(int, const struct sigaction*, struct sigaction*);
 
-SigactionCall g_next_sigaction;  // set on first use; racing first uses store the same value
+// Set at load, or on a use before (another library's constructor): a handler that calls sigaction
+// (faulthandler's, putting back the previous action) must not reach dlsym. Racing first uses store
+// the same value.
+SigactionCall g_next_sigaction;
+
+void resolve_next_sigaction() {
+  if (g_next_sigaction == nullptr) g_next_sigaction = reinterpret_cast<SigactionCall>(::dlsym(RTLD_NEXT, "sigaction"));
+}
 
 SigactionCall next_sigaction() {
-  if (g_next_sigaction == nullptr) g_next_sigaction = reinterpret_cast<SigactionCall>(::dlsym(RTLD_NEXT, "sigaction"));
+  resolve_next_sigaction();
   return g_next_sigaction;
 }
 
