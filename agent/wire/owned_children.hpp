@@ -21,8 +21,9 @@ class OwnedChildren {
   // ends before its handle knows its pid is not taken. Starts do not wait for one another.
   std::shared_lock<std::shared_mutex> starting() { return std::shared_lock(starting_); }
   void add(pid_t pid);
-  // wait4(pid, options) under the list's lock; a pid reaped (or no longer a child: -1, errno kept) is
-  // struck out before the lock is let go, so a new child that takes the freed pid at once is listed
+  // wait4(pid, options) under the list's lock, so `options` holds WNOHANG (a handle that waits does so
+  // with waitid's WNOWAIT first, holding nothing); a pid reaped (or no longer a child: -1, errno kept)
+  // is struck out before the lock is let go, so a new child that takes the freed pid at once is listed
   // after, not before. Returns wait4's result.
   pid_t reap(pid_t pid, int* wait_status, int options, rusage* usage);
   // The handle lets `pid` go unreaped: a sweep may take it.
