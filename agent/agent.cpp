@@ -1,13 +1,8 @@
 #include "agent/agent.hpp"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <utility>  // before Asio: docs/DESIGN.md §8
@@ -30,7 +25,8 @@
 #include <vector>
 
 #include "agent/agent_state.hpp"
-#include "agent/fingerprint.hpp"
+#include "agent/fingerprint_taker.hpp"
+#include "agent/free_port.hpp"
 #include "agent/kernel_log.hpp"
 #include "agent/proc_scan.hpp"
 #include "agent/rank_pipes.hpp"
@@ -63,26 +59,6 @@ namespace hvrun {
 
 namespace asio = boost::asio;
 using Descriptor = asio::posix::stream_descriptor;
-
-namespace {
-
-// A port that is free right now on every address of this host; the rank that binds it later races
-// with other programs exactly as torchrun's choice does.
-int pick_free_port() {
-  UniqueFd sock(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!sock) throw_errno("socket", "choosing MASTER_PORT");
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_ANY);
-  if (::bind(sock.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0)
-    throw_errno("bind", "choosing MASTER_PORT");
-  socklen_t len = sizeof addr;
-  if (::getsockname(sock.get(), reinterpret_cast<sockaddr*>(&addr), &len) != 0)
-    throw_errno("getsockname", "choosing MASTER_PORT");
-  return ntohs(addr.sin_port);
-}
-
-}  // namespace
 
 // The driver: it does the I/O and carries out what the pure cores decide: AgentState (what each
 // message does in each phase), OutputFlow (when the ranks' pipes are read) and RankTable (which pid
@@ -118,6 +94,7 @@ struct Agent::Impl {
   std::unique_ptr<HorovodRendezvous> horovod_rendezvous;  // likewise, on rank 0's host
   RankTable ranks;
   std::vector<RankPipes> pipes;  // parallel to ranks: a rank's slot indexes both
+  std::vector<Child> processes;  // likewise: each rank's handle, which reaps it
   OutputFlow flow;
   // The crash handler and stack folder given to ranks; null when it could not be made (the ranks run
   // without, and hvrun says so once).
@@ -130,6 +107,13 @@ struct Agent::Impl {
   bool elastic = false;                 // JobMsg::elastic: later launches add ranks
   std::map<pid_t, long long> cpu_seen;  // each rank process's CPU at the previous heartbeat
   SyncChecker sync_checker;  // after io: its thread is joined before io goes
+  FingerprintTaker fingerprints{io};  // likewise its worker
+
+  // Every rank has had SIGKILL when the loop ends (a shutdown, the launcher gone); one not dead yet (in
+  // uninterruptible sleep) is not waited for: init reaps it once the agent has exited.
+  ~Impl() {
+    for (Child& p : processes) p.kill_without_waiting();
+  }
 
   void send(const ControlMessage& msg) { channel.send(FrameType::kControl, encode_control(msg)); }
 
@@ -254,9 +238,10 @@ struct Agent::Impl {
         RankProcess p = spawn_rank(RankSpawnSpec{m.argv, std::move(env), m.cwd});
         set_nonblocking(p.out.get(), "rank stdout");
         set_nonblocking(p.err.get(), "rank stderr");
-        const std::size_t slot = ranks.add(r.rank, p.pid);
+        const std::size_t slot = ranks.add(r.rank, p.process.pid());
         pipes.emplace_back(io, p.out.release(), p.err.release());
-        send(StartedMsg{r.rank, p.pid});
+        send(StartedMsg{r.rank, p.process.pid()});
+        processes.push_back(std::move(p.process));
         arm({slot, OutputStream::kStdout});
         arm({slot, OutputStream::kStderr});
       } catch (const SpawnError& e) {
@@ -290,8 +275,14 @@ struct Agent::Impl {
     send(RestartReadyMsg{pick_free_port(), store ? store->port() : 0});
   }
 
-  // Before the launch: nothing of the ranks runs yet, and the interpreter's run is bounded.
-  void handle(const FingerprintRequestMsg& m) { send(take_fingerprint(m)); }
+  // The hashing and the interpreter's run go on beside the loop that answers probes and heartbeats.
+  void handle(const FingerprintRequestMsg& m) {
+    fingerprints.take(
+        m, [this](FingerprintMsg f) { if (!state.finished()) send(f); },
+        [this](const std::string& e) {
+          if (!state.finished()) send(FatalMsg{"taking the fingerprint on " + local_hostname() + ": " + e});
+        });
+  }
 
   // --sync: hashing may take seconds, so it runs beside the loop that answers probes and heartbeats.
   void handle(const SyncCheckMsg& m) {
@@ -453,21 +444,23 @@ struct Agent::Impl {
     });
   }
 
+  // Each rank through its own handle (wait4 of its pid: its peak RSS), then what the agent adopted as a
+  // subreaper and no handle owns; a child of another owner (the fingerprint's interpreter) keeps its status.
   void reap() {
-    int status = 0;
-    pid_t pid;
-    rusage usage{};
-    while ((pid = ::wait4(-1, &status, WNOHANG, &usage)) > 0) {
-      auto reaped = ranks.reap(pid, status);
+    for (std::size_t slot = 0; slot < processes.size(); ++slot) {
+      if (ranks.at(slot).reaped) continue;
+      const auto status = processes[slot].try_wait();
+      if (!status) continue;
+      auto reaped = ranks.reap(ranks.at(slot).pid, *status);
       if (!reaped) continue;
-      reaped->exit.peak_rss_kb = static_cast<int>(std::min<long>(usage.ru_maxrss, INT_MAX));
+      reaped->exit.peak_rss_kb = static_cast<int>(std::min<long>(processes[slot].usage().ru_maxrss, INT_MAX));
       if (reaped->exit.signal == SIGKILL) {
         std::optional<bool> grew;
         const auto now = own_cgroup_oom_kills();
         if (cgroup_ooms && now) grew = now->kills > cgroup_ooms->kills;
         cgroup_ooms = now;
-        reaped->exit.cause = sigkill_cause(sent_sigkill, kernel_log.oom_kill_of(pid), kernel_log.readable(), grew,
-                                           now ? now->cgroup : std::string());
+        reaped->exit.cause = sigkill_cause(sent_sigkill, kernel_log.oom_kill_of(ranks.at(slot).pid),
+                                           kernel_log.readable(), grew, now ? now->cgroup : std::string());
       }
       // What the rank wrote before it died sits in the pipes: send it before the exit, so the
       // launcher shows a failing rank's last lines. A pending wait then finds nothing and re-arms.
@@ -476,6 +469,7 @@ struct Agent::Impl {
         }
       send(reaped->exit);
     }
+    reap_unowned_children(children_of(::getpid()));
   }
 };
 

@@ -99,34 +99,19 @@ std::string defined_number(const std::string& text, std::string_view name) {
   return {};
 }
 
-// The interpreter's version and sys.path, as the ranks' environment and working directory give them.
-std::optional<std::pair<std::string, std::vector<std::string>>> ask_python(const std::string& program,
-                                                                         const FingerprintRequestMsg& r) {
+// The run that asks the interpreter for its version and sys.path, in the ranks' environment and working
+// directory.
+ChildSpec interpreter_query(const std::string& program, const FingerprintRequestMsg& r) {
   std::vector<std::string> env;
   for (const auto& [name, value] : r.env) env.push_back(name + "=" + value);
-  ChildSpec spec{.argv = {program, "-c", "import sys; print(sys.version.split()[0]); print('\\n'.join(sys.path))"},
-                 .program = program,
-                 .env = std::move(env),
-                 .cwd = r.cwd,
-                 .stdio = {ChildStream::dev_null(), ChildStream::pipe("the interpreter's stdout"),
-                           ChildStream::dev_null()},
-                 .own_group = true,
-                 .what = program};
-  try {
-    Child child = Child::start(spec);
-    const auto out = child.read_outputs(kInterpreterTimeout, 1u << 20);
-    if (!out) return std::nullopt;  // the handle kills and reaps it
-    const auto status = child.wait_for(kInterpreterTimeout);
-    if (!status || status->code != 0) return std::nullopt;
-    std::istringstream lines(out->out);
-    std::string version;
-    std::getline(lines, version);
-    std::vector<std::string> path;
-    for (std::string line; std::getline(lines, line);) path.push_back(absolute(line.empty() ? "." : line, r.cwd));
-    return std::pair(version, path);
-  } catch (const Error&) {
-    return std::nullopt;
-  }
+  return ChildSpec{.argv = {program, "-c", "import sys; print(sys.version.split()[0]); print('\\n'.join(sys.path))"},
+                   .program = program,
+                   .env = std::move(env),
+                   .cwd = r.cwd,
+                   .stdio = {ChildStream::dev_null(), ChildStream::pipe("the interpreter's stdout"),
+                             ChildStream::dev_null()},
+                   .own_group = true,
+                   .what = program};
 }
 
 // `name`'s version in the first sys.path entry that has its metadata, as import would pick it.
@@ -234,20 +219,21 @@ std::string metadata_version(const std::string& dir) {
   return {};
 }
 
-FingerprintMsg take_fingerprint(const FingerprintRequestMsg& r, const FingerprintRoots& roots) {
-  FingerprintMsg f;
+FingerprintFiles fingerprint_files(const FingerprintRequestMsg& r, const FingerprintRoots& roots) {
+  FingerprintFiles files;
+  FingerprintMsg& f = files.msg;
   f.gpus = gpu_count(roots);
   f.nccl = nccl_version(r, roots);
   f.cuda = cuda_version(roots);
-  if (r.argv.empty()) return f;
+  if (r.argv.empty()) return files;
   struct stat cwd{};
   if (!r.cwd.empty() && ::stat(r.cwd.c_str(), &cwd) != 0) {
     f.cwd_error = std::strerror(errno);
-    return f;
+    return files;
   }
   if (!r.cwd.empty() && !S_ISDIR(cwd.st_mode)) {
     f.cwd_error = std::strerror(ENOTDIR);
-    return f;
+    return files;
   }
   const std::string& first = r.argv.front();
   if (first.find('/') != std::string::npos) {
@@ -259,7 +245,7 @@ FingerprintMsg take_fingerprint(const FingerprintRequestMsg& r, const Fingerprin
                                                             : std::optional<std::string_view>(it->second)))
       f.program = absolute(*found, r.cwd);
   }
-  if (f.program.empty()) return f;
+  if (f.program.empty()) return files;
   if (!is_python(f.program)) {
     struct stat st{};
     if (::stat(f.program.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
@@ -269,7 +255,7 @@ FingerprintMsg take_fingerprint(const FingerprintRequestMsg& r, const Fingerprin
       } catch (const Error&) {
       }
     }
-    return f;
+    return files;
   }
   if (const auto script = python_script(r.argv)) {
     f.script = absolute(*script, r.cwd);
@@ -286,12 +272,33 @@ FingerprintMsg take_fingerprint(const FingerprintRequestMsg& r, const Fingerprin
       }
     }
   }
-  if (const auto py = ask_python(f.program, r)) {
-    f.python = py->first;
-    for (const std::string& name : kFingerprintPackages)
-      if (std::string v = package_version(name, py->second); !v.empty()) f.packages[name] = v;
+  files.interpreter = interpreter_query(f.program, r);
+  return files;
+}
+
+void add_interpreter_answer(FingerprintMsg& f, const std::string& out, const std::string& cwd) {
+  std::istringstream lines(out);
+  std::string version;
+  std::getline(lines, version);
+  std::vector<std::string> sys_path;
+  for (std::string line; std::getline(lines, line);) sys_path.push_back(absolute(line.empty() ? "." : line, cwd));
+  f.python = version;
+  for (const std::string& name : kFingerprintPackages)
+    if (std::string v = package_version(name, sys_path); !v.empty()) f.packages[name] = v;
+}
+
+FingerprintMsg take_fingerprint(const FingerprintRequestMsg& r, const FingerprintRoots& roots) {
+  FingerprintFiles files = fingerprint_files(r, roots);
+  if (!files.interpreter) return files.msg;
+  try {
+    Child child = Child::start(*files.interpreter);
+    const auto out = child.read_outputs(kInterpreterTimeout, kInterpreterOutputLimit);
+    if (!out) return files.msg;  // the handle kills and reaps it
+    const auto status = child.wait_for(kInterpreterTimeout);
+    if (status && status->code == 0) add_interpreter_answer(files.msg, out->out, r.cwd);
+  } catch (const Error&) {
   }
-  return f;
+  return files.msg;
 }
 
 }  // namespace hvrun

@@ -37,7 +37,7 @@ std::vector<pid_t> pid_list(const std::string& text) {
 
 // Every thread's children of `pid`: /proc/PID/task/TID/children. A child is listed under the thread that
 // forked it, or under the thread group leader once it was reparented to the process (a subreaper).
-std::vector<pid_t> children_of(pid_t pid) {
+std::vector<pid_t> listed_children_of(pid_t pid) {
   std::vector<pid_t> out;
   const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
   DIR* d = ::opendir(tasks.c_str());
@@ -121,6 +121,14 @@ std::vector<std::vector<ProcStat>> processes_in_groups(const std::vector<pid_t>&
 
 std::vector<ProcStat> processes_in_group(pid_t pgrp) { return processes_in_groups({pgrp}).front(); }
 
+std::vector<pid_t> children_of(pid_t parent) {
+  if (kernel_lists_children()) return listed_children_of(parent);
+  std::vector<pid_t> out;
+  for (const pid_t pid : all_pids())
+    if (const auto s = read_proc_stat(pid); s && s->ppid == parent) out.push_back(pid);
+  return out;
+}
+
 std::vector<pid_t> living_descendants_of(pid_t ancestor, DescendantWalk walk) {
   // A parent's children with their state: from its children files (only the tree under `ancestor` is
   // read, so a host's other processes cost nothing), or from one pass over every process.
@@ -129,7 +137,7 @@ std::vector<pid_t> living_descendants_of(pid_t ancestor, DescendantWalk walk) {
   if (walk == DescendantWalk::kChildrenFiles && kernel_lists_children()) {
     children = [](pid_t parent) {
       std::vector<ProcStat> out;
-      for (const pid_t child : children_of(parent))
+      for (const pid_t child : listed_children_of(parent))
         if (const auto s = read_proc_stat(child)) out.push_back(*s);  // else gone since it was listed
       return out;
     };

@@ -25,6 +25,10 @@ std::vector<ProcStat> processes_in_group(pid_t pgrp);
 // Several groups in one pass over /proc: result[i] for groups[i].
 std::vector<std::vector<ProcStat>> processes_in_groups(const std::vector<pid_t>& groups);
 
+// Every child of `parent`, zombies included (ended, not yet reaped): from its children files, or from
+// one pass over every process where the kernel has none.
+std::vector<pid_t> children_of(pid_t parent);
+
 // Every living process that descends from `ancestor` (children, theirs, and so on), in one pass over
 // /proc; zombies left out (they are dead already, waiting to be reaped). A process whose parent dies is
 // reparented to the nearest subreaper, so under an agent that is one (PR_SET_CHILD_SUBREAPER) this is

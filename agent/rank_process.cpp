@@ -46,7 +46,7 @@ RankProcess spawn_rank(const RankSpawnSpec& spec) {
   }
   UniqueFd out = started.take_stream(1);
   UniqueFd err = started.take_stream(2);
-  return RankProcess{started.release(), std::move(out), std::move(err)};
+  return RankProcess{std::move(started), std::move(out), std::move(err)};
 }
 
 }  // namespace hvrun

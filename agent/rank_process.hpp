@@ -18,8 +18,8 @@ struct RankSpawnSpec {
 };
 
 struct RankProcess {
-  pid_t pid = -1;        // also the process group id; the agent reaps it
-  UniqueFd out, err;     // read ends, close-on-exec
+  Child process;      // its pid is also the process group id; the agent reaps the rank through it
+  UniqueFd out, err;  // read ends, close-on-exec
 };
 
 // Forks and execs. Returns once the exec has happened; a failed chdir or exec comes back as a thrown

@@ -23,12 +23,16 @@ bool RankTable::retire_all() {
 }
 
 std::optional<RankTable::Reaped> RankTable::reap(pid_t pid, int wait_status) {
+  return reap(pid, ExitStatus::of(wait_status));
+}
+
+std::optional<RankTable::Reaped> RankTable::reap(pid_t pid, const ExitStatus& status) {
   const auto it = slot_of_.find(pid);
   if (it == slot_of_.end()) return std::nullopt;
   Entry& e = entries_[it->second];
   if (e.reaped) return std::nullopt;
   e.reaped = true;
-  return Reaped{it->second, exit_report(e.rank, wait_status)};
+  return Reaped{it->second, ExitedMsg{e.rank, status.code, status.signal, {}, {}, 0}};
 }
 
 ExitedMsg exit_report(int rank, int wait_status) {

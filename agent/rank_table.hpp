@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/control_message.hpp"
+#include "common/exit_status.hpp"
 
 namespace hvrun {
 
@@ -33,6 +34,8 @@ class RankTable {
   // The agent reaped `pid` with `wait_status` (waitpid's): the rank it was, its slot and its exit
   // report; nullopt for a child that is not one of the ranks, or a rank already reported.
   std::optional<Reaped> reap(pid_t pid, int wait_status);
+  // Likewise, from the status its Child handle reaped.
+  std::optional<Reaped> reap(pid_t pid, const ExitStatus& status);
 
   // Every rank of the current attempt, reaped or not: a reaped rank's group may still hold what the
   // rank left behind, and the group signals reach it.

@@ -22,6 +22,7 @@
 #include "common/byte_tail.hpp"
 #include "common/invariant.hpp"
 #include "common/io_sizes.hpp"
+#include "common/owned_children.hpp"
 
 extern char** environ;
 
@@ -296,7 +297,11 @@ Child Child::start(const ChildSpec& spec) {
   if (spec.argv.empty()) throw SpawnError(spec.what + ": no command to execute", SpawnError::Step::kExec, ENOENT);
   PreparedStreams streams = prepare_streams(spec);
   Child child;
-  child.pid_ = spec.start_by == StartBy::kSpawn ? spawn_child(spec, streams) : fork_child(spec, streams);
+  {
+    const auto starting = OwnedChildren::get().starting();
+    child.pid_ = spec.start_by == StartBy::kSpawn ? spawn_child(spec, streams) : fork_child(spec, streams);
+    OwnedChildren::get().add(child.pid_);
+  }
   child.leads_group_ = spec.own_group;
   child.what_ = spec.what;
   child.streams_ = std::move(streams.parent_end);
@@ -312,9 +317,29 @@ void Child::kill_and_reap() noexcept {
   } catch (const Error&) {
     // kill can only fail with EPERM here, which our own child cannot give; the wait still reaps it.
   }
-  int st = 0;
-  retry_eintr([&] { return ::waitpid(pid_, &st, 0); });
+  try {
+    wait();
+  } catch (const Error&) {
+    // Reaped by someone else: the handle owns no child now.
+  }
   pid_ = -1;
+}
+
+void Child::disown() noexcept {
+  OwnedChildren::get().remove(pid_);
+  pid_ = -1;
+  streams_ = {};
+}
+
+void Child::kill_without_waiting() noexcept {
+  if (pid_ <= 0 || status_) return;
+  try {
+    signal(SIGKILL);
+    if (reap(WNOHANG)) return;
+  } catch (const Error&) {
+    return;  // reaped by someone else: nothing is left to let go
+  }
+  disown();
 }
 
 Child::Child(Child&& other) noexcept
@@ -322,7 +347,8 @@ Child::Child(Child&& other) noexcept
       leads_group_(other.leads_group_),
       what_(std::move(other.what_)),
       streams_(std::move(other.streams_)),
-      status_(std::exchange(other.status_, std::nullopt)) {}
+      status_(std::exchange(other.status_, std::nullopt)),
+      usage_(other.usage_) {}
 
 Child& Child::operator=(Child&& other) noexcept {
   if (this != &other) {
@@ -332,6 +358,7 @@ Child& Child::operator=(Child&& other) noexcept {
     what_ = std::move(other.what_);
     streams_ = std::move(other.streams_);
     status_ = std::exchange(other.status_, std::nullopt);
+    usage_ = other.usage_;
   }
   return *this;
 }
@@ -341,42 +368,56 @@ UniqueFd Child::take_stream(int n) {
   return std::move(streams_[static_cast<std::size_t>(n)]);
 }
 
-void Child::reaped(int wait_status) { status_ = ExitStatus::of(wait_status); }
+bool Child::reap(int options) {
+  int st = 0;
+  const pid_t r = OwnedChildren::get().reap(pid_, &st, options, &usage_);
+  if (r == 0) return false;
+  if (r < 0) lost();
+  status_ = ExitStatus::of(st);
+  return true;
+}
 
 std::optional<ExitStatus> Child::try_wait() {
   if (status_) return status_;
   HVRUN_INVARIANT_MSG(pid_ > 0, "a wait on a Child handle that owns no child: " + what_);
-  int st = 0;
-  const pid_t r = retry_eintr([&] { return ::waitpid(pid_, &st, WNOHANG); });
-  if (r == 0) return std::nullopt;
-  if (r < 0) lost();
-  reaped(st);
+  if (!reap(WNOHANG)) return std::nullopt;
   return status_;
 }
 
 ExitStatus Child::wait() {
   if (status_) return *status_;
   HVRUN_INVARIANT_MSG(pid_ > 0, "a wait on a Child handle that owns no child: " + what_);
-  int st = 0;
-  if (retry_eintr([&] { return ::waitpid(pid_, &st, 0); }) < 0) lost();
-  reaped(st);
-  return *status_;
+  // Waits without reaping (WNOWAIT), then reaps under the lock of reap(): no lock is held while it runs.
+  for (;;) {
+    siginfo_t info{};
+    if (retry_eintr([&] { return ::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOWAIT); }) < 0) {
+      const int err = errno;
+      OwnedChildren::get().remove(pid_);
+      errno = err;
+      lost();
+    }
+    if (reap(WNOHANG)) return *status_;
+  }
 }
 
 void Child::lost() {
-  // ECHILD: reaped elsewhere (waitpid(-1), SIGCHLD ignored); how it ended is not known.
+  // ECHILD: reaped elsewhere (a waitpid(-1) of someone else's, SIGCHLD ignored); how it ended is not known.
   const int err = errno;
   pid_ = -1;
   throw SystemError("waitpid", what_, err);
 }
 
+UniqueFd Child::end_descriptor() const {
+  HVRUN_INVARIANT_MSG(pid_ > 0 && !status_, "the end of a child this handle does not own: " + what_);
+  // The raw syscall: glibc's pidfd_open wrapper would make the agent need glibc 2.36. Close-on-exec.
+  return UniqueFd(static_cast<int>(::syscall(SYS_pidfd_open, pid_, 0)));
+}
+
 std::optional<ExitStatus> Child::wait_for(std::chrono::milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
   if (auto s = try_wait()) return s;
-  // A pidfd turns readable when the child ends, so the wait is one poll, not a sleep loop. The pid is
-  // ours until it is reaped, so it cannot name another process meanwhile.
-  // The raw syscall: glibc's pidfd_open wrapper would make the agent need glibc 2.36.
-  if (const UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid_, 0))); pidfd) {
+  // A pidfd turns readable when the child ends, so the wait is one poll, not a sleep loop.
+  if (const UniqueFd pidfd = end_descriptor(); pidfd) {
     pollfd p{pidfd.get(), POLLIN, 0};
     for (;;) {
       const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
@@ -405,8 +446,11 @@ void Child::signal(int sig) {
 }
 
 pid_t Child::release() {
+  const pid_t pid = pid_;
+  if (pid > 0 && !status_) disown();
+  pid_ = -1;
   streams_ = {};
-  return std::exchange(pid_, -1);
+  return pid;
 }
 
 std::optional<ChildOutput> Child::read_outputs(std::chrono::milliseconds timeout, std::size_t limit) {
@@ -435,6 +479,10 @@ std::optional<ChildOutput> Child::read_outputs(std::chrono::milliseconds timeout
     }
   }
   return ChildOutput{tails[0].text(), tails[1].text()};
+}
+
+std::size_t reap_unowned_children(const std::vector<pid_t>& children) {
+  return OwnedChildren::get().reap_unowned(children);
 }
 
 void signal_group(pid_t pgid, int sig) {

@@ -3,6 +3,9 @@
 // (ChildSpec) and started by Child::start, which prepares everything the new process touches before
 // it exists, reports a failed exec as a SpawnError with the program's name and strerror, and hands
 // back a handle that reaps the child, killing it first if it is still there when the handle goes.
+// Every child a handle owns is reaped through that handle alone (by its pid, never waitpid(-1)), so
+// one owner never takes another's exit status; a subreaper (the agent) reaps what it adopts, and what
+// no handle owns, with reap_unowned_children.
 //
 // Two ways to start, chosen by the caller:
 //  - kFork: the child runs set-up code of its own before it executes (PR_SET_PDEATHSIG, a working
@@ -114,21 +117,34 @@ class Child {
   Child(const Child&) = delete;
   Child& operator=(const Child&) = delete;
 
-  pid_t pid() const { return pid_; }  // -1 when the handle owns no child (none started, or released)
+  pid_t pid() const { return pid_; }  // -1 when the handle owns no child (none started, moved, let go or released)
   // The parent's end of the pipe on the child's stream `n` (0, 1 or 2); empty if it is no pipe or taken.
   UniqueFd take_stream(int n);
 
   // Reaps the child if it has ended, without waiting; the status once it has. Throws SystemError
-  // when waitpid fails (the child reaped by someone else); the handle then owns no child.
+  // when wait4 fails (the child reaped by someone else); the handle then owns no child.
   std::optional<ExitStatus> try_wait();
   // Waits for the child to end (EINTR retried); throws as try_wait.
   ExitStatus wait();
   // Waits at most `timeout` (polling, from 1 ms up to 50 ms apart); none if it still runs then. The
   // waits are for a handle that owns a child (a broken invariant otherwise).
   std::optional<ExitStatus> wait_for(std::chrono::milliseconds timeout);
+  // What wait4 said of the reaped child's resources (ru_maxrss: its peak resident set, in KiB); zero
+  // before it is reaped.
+  const rusage& usage() const { return usage_; }
+  // A descriptor that turns readable when the child ends (pidfd_open), for an event loop to wait on;
+  // empty on kernels before 5.3 (ENOSYS), where the owner looks again with try_wait. The pid is the
+  // handle's until it is reaped, so the descriptor cannot name another process.
+  UniqueFd end_descriptor() const;
   // Sends `sig` to the child, or to its group when it leads one; one that is gone is not an error.
   void signal(int sig);
-  // The child is no longer this handle's: the caller reaps it (e.g. with waitpid(-1)).
+  // For an owner that must not wait for a child that may take long to die (a process in uninterruptible
+  // sleep ignores SIGKILL until it wakes): SIGKILL, then the child is reaped if it has ended already;
+  // else the handle lets it go without waiting, to reap_unowned_children, or to init once this
+  // process has exited. Never throws.
+  void kill_without_waiting() noexcept;
+  // The child is no longer this handle's: the caller reaps it by its pid. Nothing of hvrun's lets a
+  // child go so (a test does); in a subreaper, reap_unowned_children would take it once it has ended.
   pid_t release();
 
   // Reads the stdout and stderr pipes (those not taken) until both end, keeping the last `limit` bytes
@@ -136,15 +152,24 @@ class Child {
   std::optional<ChildOutput> read_outputs(std::chrono::milliseconds timeout, std::size_t limit);
 
  private:
-  void reaped(int wait_status);
+  bool reap(int options);
   void kill_and_reap() noexcept;
+  void disown() noexcept;
   [[noreturn]] void lost();
   pid_t pid_ = -1;
   bool leads_group_ = false;
   std::string what_;
   std::array<UniqueFd, 3> streams_;
   std::optional<ExitStatus> status_;
+  rusage usage_{};
 };
+
+// Reaps each of `children` (this process's children, e.g. from /proc; stale ones are harmless) that has
+// ended and that no Child handle owns: what a subreaper (PR_SET_CHILD_SUBREAPER) adopted when a process
+// under it lost its parent, and what kill_without_waiting let go. Waits for nothing; a start running
+// on another thread is waited for, so that its child, not yet known to its handle, is not taken.
+// Returns how many were reaped.
+std::size_t reap_unowned_children(const std::vector<pid_t>& children);
 
 // Sends `sig` to the process group led by `pgid`; a group that no longer exists is not an error.
 void signal_group(pid_t pgid, int sig);

@@ -5,6 +5,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "agent/proc_scan.hpp"
 #include "common/control_message.hpp"
 #include "common/frame_codec.hpp"
 #include "common/job_secret.hpp"
@@ -204,4 +209,64 @@ TEST_CASE("the agent sends at most a window of unacknowledged output, then waits
   for (auto f = a.next(5s); f; f = a.next(5s)) {
   }
   CHECK(test::wait_until_gone(marker, 2s).empty());
+}
+
+TEST_CASE("a slow interpreter holds up only its fingerprint; ranks reaped meanwhile leave it its own exit status",
+          "[integration][agent]") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("hvrun-slow-python-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  struct Cleanup {
+    fs::path d;
+    ~Cleanup() { fs::remove_all(d); }
+  } cleanup{dir};
+  // An interpreter that answers after 2 s, with exit code 0: the fingerprint has its version only if the
+  // agent's handle on it, not the reaping of the rank, took its exit status.
+  std::ofstream(dir / "python3") << "#!/bin/sh\nsleep 2\necho 3.99.1\necho /nonexistent/site\n";
+  std::ofstream(dir / "train.py") << "print('trained')\n";
+  fs::permissions(dir / "python3", fs::perms::owner_all);
+  AgentDriver a;
+  a.expect<HelloMsg>();
+  a.send(JobMsg{JobSecret::generate().hex(), 20000, 0});
+  const auto sent = std::chrono::steady_clock::now();
+  a.send(FingerprintRequestMsg{{(dir / "python3").string(), "train.py"}, dir.string(), {{"PATH", "/usr/bin:/bin"}}});
+  a.send(launch_of({"sh", "-c", "exit 4"}, test::unique_marker()));
+  std::optional<ExitedMsg> exited;
+  std::optional<FingerprintMsg> fingerprint;
+  while (!fingerprint) {
+    auto f = a.next();
+    REQUIRE(f);
+    if (f->type != FrameType::kControl) continue;
+    auto m = decode_control(f->payload, "agent");
+    CHECK_FALSE(std::holds_alternative<FatalMsg>(m));
+    if (auto* e = std::get_if<ExitedMsg>(&m)) {
+      CHECK(std::chrono::steady_clock::now() - sent < 1500ms);  // the loop went on during the interpreter's run
+      exited = *e;
+    }
+    if (auto* fp = std::get_if<FingerprintMsg>(&m)) fingerprint = *fp;
+  }
+  REQUIRE(exited);  // before the fingerprint
+  CHECK(exited->exit_code == 4);
+  CHECK(exited->peak_rss_kb > 0);  // wait4 through the rank's handle, as before
+  CHECK(fingerprint->python == "3.99.1");
+  CHECK(fingerprint->script == (dir / "train.py").string());
+  CHECK(std::chrono::steady_clock::now() - sent >= 2s);
+  a.send(ShutdownMsg{});
+  CHECK_FALSE(a.next(5s));
+  CHECK(a.process().reap(5000ms) == 0);
+}
+
+TEST_CASE("what a rank leaves behind when it exits is reaped by the agent, its subreaper", "[integration][agent]") {
+  AgentDriver a;
+  const pid_t agent = a.expect<HelloMsg>().pid;
+  a.send(JobMsg{JobSecret::generate().hex(), 20000, 0});
+  // The subshell outlives the rank: the agent adopts it, and reaps it when it ends 0.5 s later.
+  a.send(launch_of({"sh", "-c", "(sleep 0.5; exit 7) & exit 0"}, test::unique_marker()));
+  a.expect<StartedMsg>();
+  CHECK(a.expect<ExitedMsg>().exit_code == 0);
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (!children_of(agent).empty() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(20ms);
+  CHECK(children_of(agent).empty());  // no zombie left
+  a.send(ShutdownMsg{});
+  CHECK_FALSE(a.next(5s));
 }

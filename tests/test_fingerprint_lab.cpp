@@ -80,3 +80,32 @@ TEST_CASE("fingerprints across lab hosts: a stale script and another torch are n
     CHECK(count_of(r.out, "trained") == 0);
   }
 }
+
+TEST_CASE("a host whose interpreter takes 4 s to start costs its fingerprint 4 s, and no probe fails",
+          "[lab][fingerprint]") {
+  HVRUN_SKIP_WITHOUT_LAB();
+  Lab lab(3);
+  TempHome home;
+  SharedDir shared("slowpython");
+  const std::string h0 = lab.host(0), h1 = lab.host(1), h2 = lab.host(2);
+  // Every host runs python3 from bin/ on the job's PATH; host 1's sleeps 4 s before it starts the real one
+  // (the agent's fingerprint asks it for its version while the launcher probes every host's NICs).
+  const fs::path bin = shared.dir / "bin", python = bin / "python3", slow = shared.dir / "slow/python3";
+  write_text(python, "#!/bin/sh\nexec /usr/bin/python3 \"$@\"\n");
+  write_text(slow, "#!/bin/sh\nsleep 4\nexec /usr/bin/python3 \"$@\"\n");
+  fs::permissions(python, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec);
+  fs::permissions(slow, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec);
+  write_text(shared.dir / "train.py", "import sys\nprint('trained', sys.version_info[0])\n");
+  REQUIRE(lab.control({"bind", "1", slow.string(), python.string()}) == 0);
+  auto r = run(hvrun_on(lab, home,
+                        {"--verbose", "-H", h0 + "," + h1 + "," + h2, "-x", "PATH=" + bin.string() + ":/usr/bin:/bin",
+                         "python3", (shared.dir / "train.py").string()}),
+               90s);
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(count_of(r.out, "<stdout>:trained 3") == 3);
+  CHECK_THAT(r.err, Catch::Contains("probing "));
+  CHECK(count_of(r.err, "addresses again") == 0);  // every probe answered the first time
+  for (const std::string& h : {h0, h1, h2}) CHECK(count_of(r.err, h + " uses ") >= 1);  // no host dropped
+  CHECK(count_of(r.err, "hosts differ") == 0);  // host 1's interpreter answered: the same Python
+}
