@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "agent/wire/byte_tail.hpp"
-#include "agent/wire/child_process.hpp"
-#include "agent/wire/io_sizes.hpp"
+#include "common/byte_tail.hpp"
+#include "common/child_process.hpp"
+#include "common/io_sizes.hpp"
 
 namespace hvrun {
 

@@ -4,8 +4,8 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
-#include "agent/wire/error.hpp"
-#include "agent/wire/unique_fd.hpp"
+#include "common/error.hpp"
+#include "common/unique_fd.hpp"
 
 namespace hvrun {
 

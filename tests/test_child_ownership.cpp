@@ -1,4 +1,4 @@
-// Every child owned to the end by its handle (agent/wire/child_process.hpp, agent/wire/owned_children.hpp):
+// Every child owned to the end by its handle (common/child_process.hpp, common/owned_children.hpp):
 // a handle reaps its own child by pid, with its resource usage; the sweep a subreaper runs for what no
 // handle owns leaves every handle's child alone; a child let go without waiting is swept later.
 #include <catch2/catch.hpp>
@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "agent/proc_scan.hpp"
-#include "agent/wire/child_process.hpp"
+#include "common/child_process.hpp"
 #include "tests/support/child_process.hpp"
 
 using namespace hvrun;
