@@ -33,6 +33,7 @@
 #include "launcher/elastic/worker_registry.hpp"
 #include "launcher/check/fingerprint_report.hpp"
 #include "launcher/job/hang_autopsy.hpp"
+#include "launcher/job/job_core.hpp"
 #include "launcher/job/job_timeouts.hpp"
 #include "launcher/job/nic_discovery.hpp"
 #include "launcher/job/rank_exits.hpp"
@@ -96,13 +97,14 @@ std::string slot_text(const SlotKey& k) { return k.first + "[" + std::to_string(
 
 }  // namespace
 
-struct ElasticJob::Impl {
-  using Clock = std::chrono::steady_clock;
+// Horovod's elastic rounds as a policy over JobCore: hosts discovered and admitted, worlds of workers
+// that re-initialise, the rendezvous, and the driver's state machine (ElasticPhase).
+struct ElasticJob::Impl : JobCore<ElasticJob::Impl> {
+  using JobCore::handle;
 
   explicit Impl(LaunchOptions o)
-      : options(std::move(o)),
+      : JobCore(std::move(o)),
         el(*options.elastic),
-        signals(io, SIGINT, SIGTERM),
         slots_timer(io),
         probe_timer(io),
         stop_timer(io),
@@ -110,23 +112,12 @@ struct ElasticJob::Impl {
         forming_timer(io),
         replace_timer(io),
         renotify_timer(io),
-        stall_timer(io),
-        secret(JobSecret::generate()),
         pool(el.cooldown, [] {
           static std::mt19937 gen{std::random_device{}()};
           return std::uniform_real_distribution<double>(0.0, 1.0)(gen);
         }),
         registry(el.reset_limit),
-        notifier(io),
-        stall(options.stall_timeout, heartbeat_interval(options.heartbeat_timeout)),
-        autopsy(io, HangAutopsy::Hooks{.ask = [this](std::size_t i) {
-                                         links->send(i, StacksRequestMsg{static_cast<int>(kStackTimeout.count())});
-                                       },
-                                       .ended = [this](const std::string& report, milliseconds grace) {
-                                         output->drain(kReportDrainTimeout);
-                                         log_report(LogLevel::warn, report);
-                                         stop_all(grace);
-                                       }}) {}
+        notifier(io) {}
 
   // One host the job has met, beside its JobHost (whose HostLife says whether it is admitted, knocking,
   // refused or lost): its NIC once admitted, and where its workers reach the rendezvous.
@@ -144,10 +135,7 @@ struct ElasticJob::Impl {
     bool running = true;
   };
 
-  LaunchOptions options;
   const LaunchOptions::Elastic& el;
-  asio::io_context io;
-  asio::signal_set signals;
   asio::steady_timer slots_timer;  // --elastic-timeout while too few slots are there
   asio::steady_timer probe_timer;  // the probe round's deadline
   asio::steady_timer stop_timer;   // the kill grace, then the shutdown's
@@ -155,21 +143,11 @@ struct ElasticJob::Impl {
   asio::steady_timer forming_timer;  // kFormingTimeout while the new world forms
   asio::steady_timer replace_timer;  // kReplaceAfter once a round ended without silent workers
   asio::steady_timer renotify_timer;  // kRenotifyPeriod after each notice to the coordinator
-  asio::steady_timer stall_timer;     // --stall-timeout's checks while workers run
-  JobSecret secret;
   ElasticHosts pool;
   WorkerRegistry registry;
   WorkerNotifier notifier;
-  StallWatch stall;
-  HangAutopsy autopsy;  // on the first signal and at --stall-timeout, before the workers stop
-  std::optional<EnvPolicy> env_policy;
-  std::string cwd;
-  std::vector<JobHost> hosts;  // every host met, in order; index = link index
-  std::vector<Member> members;  // parallel to hosts
+  std::vector<Member> members;  // parallel to hosts: every host met, in order
   std::map<std::string, std::size_t> index_of;
-  std::unique_ptr<AgentLinks> links;
-  std::unique_ptr<OutputMux> output;
-  std::unique_ptr<SyncRun> sync;  // --sync: listed and hashed before any host is contacted
   std::unique_ptr<HorovodRendezvous> rendezvous;
   std::unique_ptr<NicDiscovery> probing;  // the admission round under way
   std::vector<std::size_t> probed;        // the newcomers it decides on
@@ -198,18 +176,9 @@ struct ElasticJob::Impl {
   std::unique_ptr<Connector> connector;
   std::unique_ptr<DiscoveryLoop> discovery;  // last: its thread posts into io until it is gone
 
-  const EnvPolicy& env() {
-    if (!env_policy) env_policy.emplace(launcher_environment(), options);
-    return *env_policy;
-  }
-
   int run() {
-    cwd = current_directory();
-    output = std::make_unique<OutputMux>(kMaxWorkers,
-                                         OutputOptions{options.output_filename, options.prefix_timestamp, 1, 2, 10, true},
-                                         [this] { asio::post(io, [this] {
-                                           if (links) links->acknowledge_all();
-                                         }); });
+    rank_cwd();  // read once, before anything else can change it
+    make_output(kMaxWorkers, true);
     if (!options.sync_dirs.empty()) {
       sync = std::make_unique<SyncRun>(
           io, sync_manifest(options.sync_dirs, options.sync_limit), hosts, options.start_timeout, false,
@@ -225,10 +194,7 @@ struct ElasticJob::Impl {
       if (sync->manifest().files.empty())
         spdlog::warn("--sync: no files under {}; nothing to send", fold_names(options.sync_dirs));
     }
-    links = std::make_unique<AgentLinks>(
-        io, std::vector<std::string>{}, options.heartbeat_timeout,
-        AgentLinks::Events{.on_frame = [this](std::size_t i, Frame&& f) { on_frame(i, std::move(f)); },
-                           .on_closed = [this](std::size_t i, const std::string& e) { on_agent_closed(i, e); }});
+    make_links({});
     connector = std::make_unique<Connector>(
         io, Connector::host_agent_starter(options, default_agent_path()),
         [this](std::size_t i, std::shared_ptr<HostAgent> agent, const std::string& error) {
@@ -257,8 +223,7 @@ struct ElasticJob::Impl {
     run_loop();
     discovery.reset();
     signals.cancel();
-    for (auto& h : hosts)
-      if (h.local) h.local->reap(kShutdownTimeout);
+    reap_local_agents();
     return exit_code;
   }
 
@@ -284,7 +249,7 @@ struct ElasticJob::Impl {
   void on_discovery(const DiscoveryRun& r) {
     if (!r.error.empty()) {
       switch (phase.on(discovered ? Event::kDiscoveryFailed : Event::kFirstDiscoveryFailed)) {
-        case Action::kFail: return fail("--host-discovery-script " + el.discovery_script + ": " + r.error);
+        case Action::kFail: return fail_job("--host-discovery-script " + el.discovery_script + ": " + r.error);
         case Action::kWarn:
           spdlog::warn("--host-discovery-script {}: {}; the hosts stay as they were", el.discovery_script, r.error);
           return;
@@ -582,7 +547,7 @@ struct ElasticJob::Impl {
     if (!assignment.empty() && std::none_of(before.begin(), before.end(), [&](const std::string& h) {
           return std::find(after.begin(), after.end(), h) != after.end();
         }))
-      return fail("no host of the last world is left (" + fold_names(before) +
+      return fail_job("no host of the last world is left (" + fold_names(before) +
                   "), so no worker can hand the training state on; the job cannot go on");
     const bool first = assignment.empty();
     end_forming();
@@ -710,10 +675,10 @@ struct ElasticJob::Impl {
     for (auto& [i, slots] : by_host) {
       net.horovod_rendezvous_addr = members[i].rendezvous_addr;
       net.horovod_rendezvous_port = members[i].rendezvous_port;
-      LaunchMsg m{cwd, options.command, hosts[i].is_local ? env().local() : env().remote(), {}};
+      LaunchMsg m{rank_cwd(), options.command, hosts[i].is_local ? env().local() : env().remote(), {}};
       for (const SlotInfo& s : slots) {
         if (workers.size() >= static_cast<std::size_t>(kMaxWorkers)) {
-          fail("the job started " + std::to_string(kMaxWorkers) + " workers in its life, hvrun's bound");
+          fail_job("the job started " + std::to_string(kMaxWorkers) + " workers in its life, hvrun's bound");
           return {};
         }
         const int id = static_cast<int>(workers.size());
@@ -773,9 +738,9 @@ struct ElasticJob::Impl {
         return stop_all(options.kill_grace);
       case RoundEnd::Kind::kAllBlacklisted:
         for (const std::string& h : end.blacklist) blacklist(h);
-        return fail("elastic: " + end.why);
+        return fail_job("elastic: " + end.why);
       default:
-        return fail("elastic: " + end.why);
+        return fail_job("elastic: " + end.why);
     }
   }
 
@@ -796,7 +761,7 @@ struct ElasticJob::Impl {
     slots_timer.async_wait([this, what](auto ec) {
       if (ec || phase.on(Event::kSlotsTimeout) != Action::kFail) return;
       const auto hs = usable_hosts();
-      fail("timed out after " + seconds_text(std::chrono::duration_cast<milliseconds>(el.timeout)) +
+      fail_job("timed out after " + seconds_text(std::chrono::duration_cast<milliseconds>(el.timeout)) +
            " (--elastic-timeout) waiting for " + what + ": " + std::to_string(slot_count(hs)) + " usable" +
            (hs.empty() ? "" : " on " + fold_names(assignment_hosts(assign_slots(hs, std::nullopt)))) +
            "; check the discovery script's output and the hosts' agents above");
@@ -805,28 +770,7 @@ struct ElasticJob::Impl {
 
   // ---- the agents' messages -------------------------------------------------------------------------
 
-  void on_frame(std::size_t i, Frame&& f) {
-    try {
-      if (f.type == FrameType::kOutput) {
-        OutputChunk c = decode_output(f.payload, links->peer(i));
-        check_worker(i, c.rank);
-        stall.output(Clock::now());
-        output->write(c.rank, c.stream, c.bytes);
-        links->took_output(i, c.bytes.size(), output->congested());
-        return;
-      }
-      std::visit([&](auto&& m) { handle(i, std::move(m)); }, decode_control(f.payload, links->peer(i)));
-    } catch (const ProtocolError& e) {
-      links->close_channel(i);
-      on_agent_closed(i, e.what());
-    } catch (const std::exception& e) {
-      // Anything else (a worker environment hvrun cannot encode, a failed system call) ends the job
-      // through the orderly stop, never past it.
-      fail(user_message(e, "handling a message from the agent on " + hosts[i].name));
-    }
-  }
-
-  void check_worker(std::size_t i, int id) const {
+  void check_rank_of(std::size_t i, int id) const {
     if (id < 0 || static_cast<std::size_t>(id) >= workers.size() || workers[static_cast<std::size_t>(id)].host != i)
       throw ProtocolError(links->peer(i) + ": message about worker " + std::to_string(id) + ", which is not on that host");
   }
@@ -852,12 +796,12 @@ struct ElasticJob::Impl {
   }
 
   void handle(std::size_t i, StartedMsg m) {
-    check_worker(i, m.rank);
+    check_rank_of(i, m.rank);
     log_of(LogSubsys::kRank).debug("worker {} on {} is pid {}", m.rank, hosts[i].name, m.pid);
   }
 
   void handle(std::size_t i, ExitedMsg m) {
-    check_worker(i, m.rank);
+    check_rank_of(i, m.rank);
     Worker& w = workers[static_cast<std::size_t>(m.rank)];
     if (!w.running) throw ProtocolError(links->peer(i) + ": worker " + std::to_string(m.rank) + " exited twice");
     w.running = false;
@@ -980,9 +924,8 @@ struct ElasticJob::Impl {
       stall.heartbeat(static_cast<int>(workers_on(i).size()), m.cpu_ms, Clock::now());
   }
 
-  void handle(std::size_t i, StacksMsg m) {
-    autopsy.stacks(i, std::move(m), [this, i](int id) { check_worker(i, id); });
-  }
+  // HangAutopsy's end (JobCore).
+  void autopsy_over(milliseconds grace) { stop_all(grace); }
 
   // The numbers of the workers running on hosts[i].
   std::vector<int> workers_on(std::size_t i) const {
@@ -994,20 +937,10 @@ struct ElasticJob::Impl {
 
   // ---- a newcomer's checks, before its probes: --sync's files, then what its workers would run ------
 
-  void handle(std::size_t i, SyncNeedMsg m) {
-    if (!sync) throw ProtocolError(links->peer(i) + ": sync need out of turn");
-    sync->need(i, m, links->peer(i));
-  }
-
   // hosts[i] holds every --sync file: SyncRun::Hooks.
   void on_synced(std::size_t i) {
     if (hosts[i].life.phase() == HostPhase::kFingerprinting) return ask_fingerprint(i);
     maybe_probe();
-  }
-
-  void ask_fingerprint(std::size_t i) {
-    if (options.command.empty()) return;
-    links->send(i, FingerprintRequestMsg{options.command, cwd, hosts[i].is_local ? env().local() : env().remote()});
   }
 
   HostFingerprint print_of(std::size_t i) const {
@@ -1026,7 +959,7 @@ struct ElasticJob::Impl {
     h.fingerprint = std::move(m);
     h.life.fingerprinted();
     if (phase.stopping()) return;
-    const FingerprintReport alone = compare_fingerprints({print_of(i)}, options.command, cwd);
+    const FingerprintReport alone = compare_fingerprints({print_of(i)}, options.command, rank_cwd());
     if (!alone.refusals.empty()) {
       std::string why;
       for (const std::string& line : alone.refusals) why += (why.empty() ? "" : "; ") + line;
@@ -1038,7 +971,7 @@ struct ElasticJob::Impl {
       if (k != i && hosts[k].fingerprint && !hosts[k].life.ended()) prints.push_back(print_of(k));
     if (!prints.empty()) {
       prints.push_back(print_of(i));
-      for (const std::string& line : compare_fingerprints(prints, options.command, cwd).differences)
+      for (const std::string& line : compare_fingerprints(prints, options.command, rank_cwd()).differences)
         spdlog::warn("hosts differ: {}", line);
     }
     maybe_probe();
@@ -1132,7 +1065,7 @@ struct ElasticJob::Impl {
 
   // ---- the end ----------------------------------------------------------------------------------
 
-  void fail(const std::string& why) {
+  void fail_job(const std::string& why) {
     if (phase.stopping()) return;
     spdlog::error("{}", why);
     if (exit_code == kExitOk) exit_code = kExitLaunchFailed;

@@ -29,6 +29,7 @@
 #include "launcher/check/fingerprint_report.hpp"
 #include "launcher/cli/rank_plan.hpp"
 #include "launcher/job/hang_autopsy.hpp"
+#include "launcher/job/job_core.hpp"
 #include "launcher/job/job_timeouts.hpp"
 #include "launcher/job/launch_timings.hpp"
 #include "launcher/job/nic_discovery.hpp"
@@ -61,54 +62,32 @@ namespace {
 
 }  // namespace
 
-struct Job::Impl {
+// The fixed job's policy over JobCore: one plan of ranks, the teardown state machine (Teardown) and,
+// with --max-restarts, the restarts (RestartPlan).
+struct Job::Impl : JobCore<Job::Impl> {
   using Host = JobHost;
   using Phase = Teardown::Phase;
+  using JobCore::handle;
 
   explicit Impl(LaunchOptions o)
-      : options(std::move(o)),
+      : JobCore(std::move(o)),
         plan(options.hosts, options.np, options.no_oversubscribe),
-        signals(io, SIGINT, SIGTERM),
         deadline(io),
-        stall_timer(io),
-        secret(JobSecret::generate()),
         teardown(options.kill_grace),
-        stall(options.stall_timeout, heartbeat_interval(options.heartbeat_timeout)),
-        autopsy(io, HangAutopsy::Hooks{.ask = [this](std::size_t i) {
-                                         links->send(i, StacksRequestMsg{static_cast<int>(kStackTimeout.count())});
-                                       },
-                                       .ended = [this](const std::string& report, milliseconds grace) {
-                                         output->drain(kReportDrainTimeout);
-                                         log_report(LogLevel::warn, report);
-                                         stop_ranks(grace);
-                                       }}),
         restarts(options.max_restarts, plan.size(), options.min_np) {}
 
-  LaunchOptions options;
   RankPlan plan;
-  asio::io_context io;
-  asio::signal_set signals;
   asio::steady_timer deadline;
-  asio::steady_timer stall_timer;
-  JobSecret secret;
-  std::vector<Host> hosts;
   RankExits exits;
-  std::unique_ptr<AgentLinks> links;  // one per host, from start_agents() on
-  std::unique_ptr<OutputMux> output;
   std::unique_ptr<NicDiscovery> nics;  // from run() on
   using Clock = LaunchTimings::Clock;
   LaunchTimings timings;  // when each phase ended, for --verbose (log_timings)
   Teardown teardown;
-  StallWatch stall;
-  HangAutopsy autopsy;
   std::optional<std::string> horovod_rendezvous_addr;  // nothing when not served
   int horovod_rendezvous_port = 0;
   std::optional<std::vector<std::string>> mpirun;  // --mpi: the command line, once the NICs are chosen
   bool nics_decided = false;  // on_decided ran; it runs again when it waited for fingerprints
   std::string agreed;         // what every host's fingerprint agrees on, once compared without a difference
-  std::optional<EnvPolicy> env_policy;  // env(): made once
-  std::optional<std::string> cwd;       // rank_cwd(): read once
-  std::unique_ptr<SyncRun> sync;        // --sync: listed and hashed before any host is contacted
   // --max-restarts: the budget, the hosts lost since the first launch (parallel to plan.hosts(), as
   // RestartPlan::next wants them), the agents whose restart_ready is awaited (parallel to hosts), and
   // when the failure that began the restart under way came.
@@ -117,16 +96,6 @@ struct Job::Impl {
   std::vector<bool> restart_awaited;
   Clock::time_point restart_since{};
   std::unique_ptr<AgentStartup> startup;  // last: its Connector goes first, so no late result reaches the job
-
-  // The ranks' environment policy and working directory, the same for the fingerprints and the launch.
-  const EnvPolicy& env() {
-    if (!env_policy) env_policy.emplace(launcher_environment(), options);
-    return *env_policy;
-  }
-  const std::string& rank_cwd() {
-    if (!cwd) cwd = current_directory();
-    return *cwd;
-  }
 
   int run() {
     if (plan.oversubscribed() && !options.oversubscribe)
@@ -146,11 +115,7 @@ struct Job::Impl {
             .send = [this](std::size_t i, const ProbeRequestMsg& m) { links->send(i, m); },
             .decided = [this] { on_decided(); }},
         probe_cache());
-    output = std::make_unique<OutputMux>(
-        plan.size(), OutputOptions{options.output_filename, options.prefix_timestamp, 1, 2, 10},
-        [this] { asio::post(io, [this] {
-          if (links) links->acknowledge_all();
-        }); });
+    make_output(plan.size(), false);
     if (!options.sync_dirs.empty()) {
       sync = std::make_unique<SyncRun>(
           io, sync_manifest(options.sync_dirs, options.sync_limit), hosts, options.start_timeout, options.check_only,
@@ -170,8 +135,7 @@ struct Job::Impl {
     arm_deadline(options.start_timeout, [this] { on_start_timeout(); });
     run_loop();
     signals.cancel();
-    for (auto& h : hosts)
-      if (h.local) h.local->reap(kShutdownTimeout);
+    reap_local_agents();
     log_timings();
     if (!mpirun || teardown.exit_code() != kExitOk) return ended(teardown.exit_code());
     if (options.dry_run) {
@@ -238,10 +202,7 @@ struct Job::Impl {
     assign_ranks();
     std::vector<std::string> names;
     for (const Host& h : hosts) names.push_back(h.name);
-    links = std::make_unique<AgentLinks>(
-        io, names, options.heartbeat_timeout,
-        AgentLinks::Events{.on_frame = [this](std::size_t i, Frame&& f) { on_frame(i, std::move(f)); },
-                           .on_closed = [this](std::size_t i, const std::string& e) { on_agent_closed(i, e); }});
+    make_links(names);
     startup = std::make_unique<AgentStartup>(
         io, options, plan, hosts, timings.start,
         AgentStartup::Hooks{.starting = [this] { return teardown.phase() == Phase::kStarting; },
@@ -410,17 +371,7 @@ struct Job::Impl {
 
   // ---- --sync ------------------------------------------------------------------------------------
 
-  // Asks hosts[i] what ranks would run there (when the job has a command).
-  void ask_fingerprint(std::size_t i) {
-    const Host& h = hosts[i];
-    if (!options.command.empty())
-      links->send(i, FingerprintRequestMsg{options.command, rank_cwd(), h.is_local ? env().local() : env().remote()});
-  }
 
-  void handle(std::size_t i, SyncNeedMsg m) {
-    if (!sync) throw ProtocolError(links->peer(i) + ": sync need out of turn");
-    sync->need(i, m, links->peer(i));
-  }
 
   // hosts[i] holds every --sync file (or, under --check-only, has said which it lacks): SyncRun::Hooks.
   void synced(std::size_t i) {
@@ -527,9 +478,8 @@ struct Job::Impl {
     autopsy.start(std::move(names), std::move(silent), exits.running(), grace);
   }
 
-  void handle(std::size_t i, StacksMsg m) {
-    autopsy.stacks(i, std::move(m), [this, i](int rank) { check_rank_of(i, rank); });
-  }
+  // HangAutopsy's end (JobCore).
+  void autopsy_over(milliseconds grace) { stop_ranks(grace); }
 
   // A host whose login shell still runs gets longer than --start-timeout (check_start).
   void on_start_timeout() {
@@ -540,26 +490,8 @@ struct Job::Impl {
 
   // ---- events ------------------------------------------------------------------------------------
 
-  void on_frame(std::size_t i, Frame&& f) {
-    try {
-      if (f.type == FrameType::kOutput) {
-        OutputChunk c = decode_output(f.payload, links->peer(i));
-        check_rank_of(i, c.rank);
-        if (timings.first_output == Clock::time_point{}) timings.first_output = Clock::now();
-        stall.output(Clock::now());
-        output->write(c.rank, c.stream, c.bytes);
-        links->took_output(i, c.bytes.size(), output->congested());
-        return;
-      }
-      std::visit([&](auto&& m) { handle(i, std::move(m)); }, decode_control(f.payload, links->peer(i)));
-    } catch (const ProtocolError& e) {
-      links->close_channel(i);
-      on_agent_closed(i, e.what());
-    } catch (const std::exception& e) {
-      // Anything else (a rank environment hvrun cannot encode, a failed system call) ends the job
-      // through the orderly teardown, never past it.
-      fail_job(user_message(e, "handling a message from the agent on " + hosts[i].name));
-    }
+  void took_output() {
+    if (timings.first_output == Clock::time_point{}) timings.first_output = Clock::now();
   }
 
   void check_rank_of(std::size_t i, int rank) const {
