@@ -121,14 +121,18 @@ awk '
     }
     if (c_like) {
       # Scopes: a brace opened after "class|struct|union|enum|namespace NAME" is NAME`s body, any
-      # other brace (a function, a lambda, an initializer) is anonymous. String literals are blanked
+      # other brace (a function, a lambda, an initializer) is anonymous; a base clause between NAME and
+      # the brace (": Base<NAME>", an enum`s ": int") is passed over. String literals are blanked
       # first so that their braces do not count.
       bare = line
       gsub(/"([^"\\]|\\.)*"/, "\"\"", bare); gsub(/'\''([^'\''\\]|\\.)*'\''/, "'\'''\''", bare)
-      while (match(bare, /[A-Za-z_][A-Za-z0-9_]*(::[A-Za-z_][A-Za-z0-9_]*)*|[{};()>=]/)) {
+      while (match(bare, /[A-Za-z_][A-Za-z0-9_]*(::[A-Za-z_][A-Za-z0-9_]*)*|[{};()>=:]/)) {
         t = substr(bare, RSTART, RLENGTH); bare = substr(bare, RSTART + RLENGTH)
-        if (t == "{") { scope[++depth] = pending; pending = ""; continue }
-        if (t == "}") { if (depth > 0) depth--; pending = ""; continue }
+        if (t == "{") { scope[++depth] = pending; pending = ""; base = 0; continue }
+        if (t == "}") { if (depth > 0) depth--; pending = ""; base = 0; continue }
+        if (t == ";") base = 0
+        if (base) continue
+        if (t == ":") { if (pending != "" && pending != "?") base = 1; continue }
         if (t ~ /^[;()>=]$/) { pending = ""; continue }
         if (t ~ /^(class|struct|union|enum|namespace)$/) { pending = "?"; continue }
         if (t == "extern") { pending = "extern"; continue }

@@ -44,20 +44,24 @@ TEST_CASE("agent startup: job hosts, hellos, all up, one machine twice", "[agent
                        AgentStartup::Hooks{
                            .starting = [] { return true; }, .attach = {}, .turn = {}, .failed = {}, .connected = {}});
   CHECK_FALSE(startup.all_up());
+  hosts[0].life.attach();  // what start() does through the attach hook
   CHECK_THROWS_WITH(startup.hello(0, hello("0.0.0-other", "ns"), "agent on localhost"),
                     std::string("agent on localhost is version 0.0.0-other, hvrun is ") + hvrun::kVersion +
                         "; install the same hvrun version on every host");
   startup.hello(0, hello(hvrun::kVersion, "ns"), "agent on localhost");
   CHECK_THROWS_WITH(startup.hello(0, hello(hvrun::kVersion, "ns"), "agent on localhost"),
                     "agent on localhost: a second hello");
-  hosts[0].ready = hvrun::ReadyMsg{0};
+  hvrun::accept_ready(hosts[0], hvrun::ReadyMsg{0}, false, false, "agent on localhost");
   CHECK_FALSE(startup.all_up());
   // A host whose start failed counts as settled (--check-only reports it).
+  hosts[1].life.fail_start();
   hosts[1].connect_error = "ssh: refused";
   CHECK(startup.all_up());
   hosts[1].connect_error.reset();
+  hosts[1].life = hvrun::HostLife{};  // the same host started again, for the rest
+  hosts[1].life.attach();
   startup.hello(1, hello(hvrun::kVersion, "ns"), "agent on other.invalid");
-  hosts[1].ready = hvrun::ReadyMsg{0};
+  hvrun::accept_ready(hosts[1], hvrun::ReadyMsg{0}, false, false, "agent on other.invalid");
   CHECK(startup.all_up());
   // Both agents report one network stack: one machine listed twice.
   const auto twin = startup.same_host();
@@ -76,6 +80,7 @@ TEST_CASE("agent startup: an agent of the same release speaking other control me
   AgentStartup startup(io, options, plan, hosts, std::chrono::steady_clock::now(),
                        AgentStartup::Hooks{
                            .starting = [] { return true; }, .attach = {}, .turn = {}, .failed = {}, .connected = {}});
+  hosts[0].life.attach();
   // An earlier agent's hello: no control_version (version 1).
   auto old = std::get<hvrun::HelloMsg>(hvrun::decode_control(
       std::string(R"({"type":"hello","version":")") + hvrun::kVersion +

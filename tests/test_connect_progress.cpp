@@ -11,10 +11,17 @@ using namespace std::chrono_literals;
 
 namespace {
 
-JobHost host(const std::string& name, bool up, const std::string& error = "") {
+// `up`: its agent said hello and ready; else, with an `error`, its start failed; else it is attached and
+// its hello awaited, or (`connecting`) still being started.
+JobHost host(const std::string& name, bool up, const std::string& error = "", bool connecting = false) {
   JobHost h;
   h.name = name;
-  if (!error.empty()) h.connect_error = error;
+  if (!error.empty()) {
+    h.life.fail_start();
+    h.connect_error = error;
+  } else if (!connecting) {
+    h.life.attach();
+  }
   if (up) {
     hvrun::InterfaceInfo eth;
     eth.name = "eth0";
@@ -23,7 +30,8 @@ JobHost host(const std::string& name, bool up, const std::string& error = "") {
     eth.up = eth.running = true;
     eth.speed_mbps = 1000;
     h.hello = hvrun::HelloMsg{"v", name + ".lab", 1, 2, 4000 + static_cast<int>(name.size()), {eth}, "", "", name};
-    h.ready = hvrun::ReadyMsg{0};
+    h.life.greet();
+    h.life.ready(false, false);
   }
   return h;
 }
@@ -34,8 +42,7 @@ TEST_CASE("connect progress: counts, pending hosts, failures and missing agents"
   std::vector<JobHost> hosts;
   hosts.push_back(host("a", true));
   hosts.push_back(host("bb", false, "bb: ssh: connection refused"));
-  hosts.push_back(host("ccc", false));
-  hosts.back().connecting = true;
+  hosts.push_back(host("ccc", false, "", true));
   const auto p = hvrun::start_progress(hosts, 1500ms);
   CHECK(p.hosts == 3);
   CHECK(p.connected == 1);
@@ -57,11 +64,9 @@ TEST_CASE("start check: a host in its login shell waits up to 10 x --start-timeo
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<JobHost> hosts;
   hosts.push_back(host("a", true));
-  hosts.push_back(host("slow", false));
-  hosts.back().connecting = true;
+  hosts.push_back(host("slow", false, "", true));
   hosts.back().shell_since = t0;
-  hosts.push_back(host("late", false));
-  hosts.back().connecting = true;
+  hosts.push_back(host("late", false, "", true));
   hosts.back().shell_since = t0 + 20s;
 
   // At the start deadline, both shells run: no give-up, a look again when the first runs out.
@@ -81,8 +86,7 @@ TEST_CASE("start check: a host in its login shell waits up to 10 x --start-timeo
                       "ssh slow true");
 
   // A host still connecting (no shell yet) is stuck at the deadline, as before.
-  hosts.push_back(host("dark", false));
-  hosts.back().connecting = true;
+  hosts.push_back(host("dark", false, "", true));
   c = hvrun::check_start(hosts, t0 + 30s, 30s);
   REQUIRE(c.give_up);
   CHECK(*c.give_up == "agents did not start within 30 s on: dark; raise --start-timeout or check those hosts");

@@ -41,6 +41,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/sshd_fixture.hpp"
 #include "tests/support/child_process.hpp"
 #include "tests/support/horovod_site.hpp"
 #include "tests/support/lab.hpp"
@@ -227,6 +228,7 @@ class Job {
   }
 
   int iterations() const { return count_of(out(), kIter); }
+  void signal(int sig) { p_.signal(sig); }
 
  private:
   ChildProcess p_;
@@ -336,6 +338,96 @@ TEST_CASE("Horovod elastic under hvrun: a host added through the discovery scrip
   CHECK_FALSE(named_lost(r.err, h3));
   CHECK_THAT(r.out, Catch::Contains(total_line(2)));  // the program's own hvd.size() at its end
   CHECK(wait_until_gone(marker, 5s).empty());
+  CHECK(agents_left(agent_pids(r.err), 5s).empty());
+}
+
+namespace {
+
+// Debian's torch's package metadata (what a fingerprint reads as its version), or nothing.
+std::optional<fs::path> torch_metadata() {
+  const fs::path site = "/usr/lib/python3/dist-packages";
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(site, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("torch-", 0) != 0) continue;
+    for (const char* file : {"METADATA", "PKG-INFO"})
+      if (fs::exists(e.path() / file)) return e.path() / file;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+TEST_CASE("Horovod elastic under hvrun: a newcomer gets --sync's files and its fingerprint compared (another torch "
+          "named) before its first worker; Ctrl-C shows every worker's stack; --output-filename keeps each worker's",
+          "[lab][horovod][elastic]") {
+  HVRUN_SKIP_WITHOUT_ELASTIC_LAB();
+  const ElasticLab t(4, "elastic-newcomer-checks");
+  const std::string h3 = t.host(3);
+  const fs::path work = t.shared.dir / "work", empty = t.shared.dir / "empty", out = t.shared.dir / "out";
+  const std::string data = "what every worker reads\n";
+  hvrun::testing::write_text(work / "data.txt", data);
+  fs::create_directories(empty);
+  const auto torch = torch_metadata();
+  REQUIRE(torch);
+  hvrun::testing::write_text(t.shared.dir / "old-torch", "Metadata-Version: 2.1\nName: torch\nVersion: 1.12.1\n");
+  // Host 3 sees an empty work directory and another torch (one bind call: each replaces the last).
+  REQUIRE(t.lab.control({"bind", "3", empty.string(), work.string(), (t.shared.dir / "old-torch").string(),
+                         torch->string()}) == 0);
+
+  const auto started = t.two_then_third({"--sync", work.string(), "--output-filename", out.string()});
+  Job& job = *started;
+  job.await(h3 + " joined", kStepTimeout, [&] { return joined_ranks(job.err(), h3).has_value(); });
+  const int at_join = job.iterations();
+  job.await("2 iterations on 3 ranks", kStepTimeout, [&] { return job.iterations() >= at_join + 2; });
+  job.signal(SIGINT);
+  auto r = job.finish(60s);
+  INFO(transcript(r.out, r.err));
+  CHECK(r.exit_code == 128 + SIGINT);
+  // The newcomer's checks came before its worker: the copy, then the difference, named.
+  const auto copied = r.err.find("--sync: sent 1 file, " + std::to_string(data.size()) + " bytes, to " + h3);
+  const auto differs = r.err.find("hvrun: hosts differ: " + h3 + ": torch 1.12.1; ");
+  const auto joined = r.err.find(h3 + " joined");
+  CHECK(copied != std::string::npos);
+  CHECK(differs != std::string::npos);
+  CHECK(copied < joined);
+  CHECK(differs < joined);
+  CHECK(hvrun::testing::read_text(empty / "data.txt") == data);
+  // Ctrl-C: every worker's stack, then the stop.
+  CHECK_THAT(r.err, Catch::Contains("received SIGINT; stopping all workers, once their stacks are in (a second SIGINT "
+                                    "stops them at once)"));
+  CHECK_THAT(r.err, Catch::Contains("hvrun: where the 3 running ranks are:\n"));
+  CHECK_THAT(r.err, !Catch::Contains("no stacks from"));
+  // --output-filename: each worker's streams, rank 0's iterations among them.
+  std::string files;
+  for (int w = 0; w < 3; ++w) {
+    INFO("worker " << w);
+    CHECK(fs::exists(out / ("rank." + std::to_string(w)) / "stderr"));
+    files += hvrun::testing::read_text(out / ("rank." + std::to_string(w)) / "stdout");
+  }
+  CHECK_THAT(files, Catch::Contains("Iter #"));
+  CHECK(wait_until_gone(t.marker, 10s).empty());
+  CHECK(agents_left(agent_pids(r.err), 5s).empty());
+}
+
+TEST_CASE("Horovod elastic under hvrun: --stall-timeout, when no worker prints or computes, shows their stacks and "
+          "ends the job 1",
+          "[lab][horovod][elastic]") {
+  HVRUN_SKIP_WITHOUT_ELASTIC_LAB();
+  const ElasticLab t(3, "elastic-stall");
+  t.discovery.set_hosts({t.host(1) + ":1", t.host(2) + ":1"});
+  Job job(t.hvrun(2, {"--stall-timeout", "8"}));
+  job.await("2 iterations", kStepTimeout, [&] { return job.iterations() >= 2; });
+  // Stopped, the workers neither print nor use CPU: what a hang looks like from outside.
+  for (int h : {1, 2})
+    for (int pid : marked_on_host(t.lab, h, t.marker, 10s)) ::kill(pid, SIGSTOP);
+  auto r = job.finish(120s);
+  INFO(transcript(r.out, r.err));
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Catch::Contains("hvrun: no rank printed anything or used CPU for 8 s (--stall-timeout); collecting "
+                                    "every rank's stack, then stopping all ranks\n"));
+  CHECK_THAT(r.err, Catch::Contains("hvrun: where the 2 running ranks are:"));
+  CHECK(wait_until_gone(t.marker, 10s).empty());
   CHECK(agents_left(agent_pids(r.err), 5s).empty());
 }
 

@@ -29,7 +29,9 @@ JobHost host(const std::string& name, const std::string& address) {
   eth.up = eth.running = true;
   eth.speed_mbps = 1000;
   h.hello = hvrun::HelloMsg{"v", name + ".lab", 1, 2, 4000, {eth}, "", "", name};
-  h.ready = hvrun::ReadyMsg{0};
+  h.life.attach();
+  h.life.greet();
+  h.life.ready(false, false);
   return h;
 }
 

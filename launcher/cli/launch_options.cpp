@@ -329,11 +329,6 @@ void settle_elastic_job(LaunchOptions& o, bool hosts_given) {
   if (o.check_only || o.dry_run)
     throw UsageError(std::string(o.check_only ? "--check-only" : "--dry-run") +
                      " with a Horovod elastic job: run it with the hosts in -H instead (hvrun --check-only -H ...)");
-  if (!o.sync_dirs.empty()) throw UsageError("--sync with a Horovod elastic job is not supported yet; copy the files first");
-  if (!o.output_filename.empty())
-    throw UsageError("--output-filename with a Horovod elastic job is not supported yet; drop it");
-  if (o.stall_timeout.count() > 0)
-    throw UsageError("--stall-timeout with a Horovod elastic job is not supported yet; drop it");
 }
 
 }  // namespace

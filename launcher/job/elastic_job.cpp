@@ -19,11 +19,11 @@
 #include "common/duration_text.hpp"
 #include "common/error.hpp"
 #include "common/exit_status.hpp"
+#include "common/heartbeat.hpp"
 #include "common/horovod_rendezvous.hpp"
 #include "common/job_secret.hpp"
 #include "common/log.hpp"
 #include "common/user_message.hpp"
-#include "hvrun/version.hpp"
 #include "launcher/base/exit_codes.hpp"
 #include "launcher/base/host_names.hpp"
 #include "launcher/elastic/discovery_script.hpp"
@@ -31,14 +31,22 @@
 #include "launcher/elastic/elastic_phase.hpp"
 #include "launcher/elastic/worker_notifier.hpp"
 #include "launcher/elastic/worker_registry.hpp"
+#include "launcher/check/fingerprint_report.hpp"
+#include "launcher/job/hang_autopsy.hpp"
+#include "launcher/job/job_core.hpp"
+#include "launcher/job/job_timeouts.hpp"
 #include "launcher/job/nic_discovery.hpp"
 #include "launcher/job/rank_exits.hpp"
 #include "launcher/job/rank_launch.hpp"
+#include "launcher/job/stack_groups.hpp"
+#include "launcher/job/stall_watch.hpp"
+#include "launcher/job/sync_run.hpp"
 #include "launcher/output/output_mux.hpp"
 #include "launcher/ranks/env_policy.hpp"
 #include "launcher/ranks/rank_env.hpp"
 #include "launcher/ranks/user_env.hpp"
 #include "launcher/start/agent_links.hpp"
+#include "launcher/start/agent_startup.hpp"
 #include "launcher/start/connect_progress.hpp"
 #include "launcher/start/connector.hpp"
 #include "launcher/start/host_locality.hpp"
@@ -52,10 +60,7 @@ using std::chrono::milliseconds;
 
 namespace {
 
-constexpr milliseconds kResolveTimeout{5000};  // -H's hosts without a discovery script, before the loop
 constexpr milliseconds kDiscoveryPeriod{1000};  // horovodrun's DISCOVER_HOSTS_FREQUENCY_SECS
-constexpr milliseconds kAfterKillSlack{1000};
-constexpr milliseconds kShutdownTimeout{2000};
 constexpr milliseconds kNotifyTimeout{5000};
 // After a worker of the round fails, how long the others get to re-initialise (each asks rank_and_size)
 // before hvrun ends the round without those still silent (early_round_end).
@@ -92,13 +97,14 @@ std::string slot_text(const SlotKey& k) { return k.first + "[" + std::to_string(
 
 }  // namespace
 
-struct ElasticJob::Impl {
-  using Clock = std::chrono::steady_clock;
+// Horovod's elastic rounds as a policy over JobCore: hosts discovered and admitted, worlds of workers
+// that re-initialise, the rendezvous, and the driver's state machine (ElasticPhase).
+struct ElasticJob::Impl : JobCore<ElasticJob::Impl> {
+  using JobCore::handle;
 
   explicit Impl(LaunchOptions o)
-      : options(std::move(o)),
+      : JobCore(std::move(o)),
         el(*options.elastic),
-        signals(io, SIGINT, SIGTERM),
         slots_timer(io),
         probe_timer(io),
         stop_timer(io),
@@ -106,7 +112,6 @@ struct ElasticJob::Impl {
         forming_timer(io),
         replace_timer(io),
         renotify_timer(io),
-        secret(JobSecret::generate()),
         pool(el.cooldown, [] {
           static std::mt19937 gen{std::random_device{}()};
           return std::uniform_real_distribution<double>(0.0, 1.0)(gen);
@@ -114,13 +119,10 @@ struct ElasticJob::Impl {
         registry(el.reset_limit),
         notifier(io) {}
 
-  // One host the job has met: an agent, its NIC once admitted, and where its workers reach the rendezvous.
+  // One host the job has met, beside its JobHost (whose HostLife says whether it is admitted, knocking,
+  // refused or lost): its NIC once admitted, and where its workers reach the rendezvous.
   struct Member {
-    bool admitted = false;
-    bool refused = false;  // no agent, or no NIC reaching the others: never used
-    bool lost = false;     // its agent went away: never used again
     bool blacklisted = false;  // was blacklisted (refuse(), blacklist()): may return after its cooldown
-    bool knocking = false;  // probed, its agent knocking on the rendezvous (knock())
     std::string knock_token;
     std::string knocked_from;  // the knock's source address, as the rendezvous saw it
     std::optional<NicChoice> nic;
@@ -133,10 +135,7 @@ struct ElasticJob::Impl {
     bool running = true;
   };
 
-  LaunchOptions options;
   const LaunchOptions::Elastic& el;
-  asio::io_context io;
-  asio::signal_set signals;
   asio::steady_timer slots_timer;  // --elastic-timeout while too few slots are there
   asio::steady_timer probe_timer;  // the probe round's deadline
   asio::steady_timer stop_timer;   // the kill grace, then the shutdown's
@@ -144,17 +143,11 @@ struct ElasticJob::Impl {
   asio::steady_timer forming_timer;  // kFormingTimeout while the new world forms
   asio::steady_timer replace_timer;  // kReplaceAfter once a round ended without silent workers
   asio::steady_timer renotify_timer;  // kRenotifyPeriod after each notice to the coordinator
-  JobSecret secret;
   ElasticHosts pool;
   WorkerRegistry registry;
   WorkerNotifier notifier;
-  std::optional<EnvPolicy> env_policy;
-  std::string cwd;
-  std::vector<JobHost> hosts;  // every host met, in order; index = link index
-  std::vector<Member> members;  // parallel to hosts
+  std::vector<Member> members;  // parallel to hosts: every host met, in order
   std::map<std::string, std::size_t> index_of;
-  std::unique_ptr<AgentLinks> links;
-  std::unique_ptr<OutputMux> output;
   std::unique_ptr<HorovodRendezvous> rendezvous;
   std::unique_ptr<NicDiscovery> probing;  // the admission round under way
   std::vector<std::size_t> probed;        // the newcomers it decides on
@@ -183,21 +176,25 @@ struct ElasticJob::Impl {
   std::unique_ptr<Connector> connector;
   std::unique_ptr<DiscoveryLoop> discovery;  // last: its thread posts into io until it is gone
 
-  const EnvPolicy& env() {
-    if (!env_policy) env_policy.emplace(launcher_environment(), options);
-    return *env_policy;
-  }
-
   int run() {
-    cwd = current_directory();
-    output = std::make_unique<OutputMux>(kMaxWorkers, OutputOptions{options.output_filename, options.prefix_timestamp, 1, 2, 10},
-                                         [this] { asio::post(io, [this] {
-                                           if (links) links->acknowledge_all();
-                                         }); });
-    links = std::make_unique<AgentLinks>(
-        io, std::vector<std::string>{}, options.heartbeat_timeout,
-        AgentLinks::Events{.on_frame = [this](std::size_t i, Frame&& f) { on_frame(i, std::move(f)); },
-                           .on_closed = [this](std::size_t i, const std::string& e) { on_agent_closed(i, e); }});
+    rank_cwd();  // read once, before anything else can change it
+    make_output(kMaxWorkers, true);
+    if (!options.sync_dirs.empty()) {
+      sync = std::make_unique<SyncRun>(
+          io, sync_manifest(options.sync_dirs, options.sync_limit), hosts, options.start_timeout, false,
+          !options.command.empty(),
+          SyncRun::Hooks{.synced = [this](std::size_t i) { on_synced(i); },
+                         .failed =
+                             [this](std::size_t i, const std::string& line) {
+                               refuse(i, line + "; check that host's disk and permissions");
+                               maybe_probe();
+                             },
+                         .stopping = [this] { return phase.stopping(); },
+                         .may_draw = [] { return true; }});
+      if (sync->manifest().files.empty())
+        spdlog::warn("--sync: no files under {}; nothing to send", fold_names(options.sync_dirs));
+    }
+    make_links({});
     connector = std::make_unique<Connector>(
         io, Connector::host_agent_starter(options, default_agent_path()),
         [this](std::size_t i, std::shared_ptr<HostAgent> agent, const std::string& error) {
@@ -226,8 +223,7 @@ struct ElasticJob::Impl {
     run_loop();
     discovery.reset();
     signals.cancel();
-    for (auto& h : hosts)
-      if (h.local) h.local->reap(kShutdownTimeout);
+    reap_local_agents();
     return exit_code;
   }
 
@@ -253,7 +249,7 @@ struct ElasticJob::Impl {
   void on_discovery(const DiscoveryRun& r) {
     if (!r.error.empty()) {
       switch (phase.on(discovered ? Event::kDiscoveryFailed : Event::kFirstDiscoveryFailed)) {
-        case Action::kFail: return fail("--host-discovery-script " + el.discovery_script + ": " + r.error);
+        case Action::kFail: return fail_job("--host-discovery-script " + el.discovery_script + ": " + r.error);
         case Action::kWarn:
           spdlog::warn("--host-discovery-script {}: {}; the hosts stay as they were", el.discovery_script, r.error);
           return;
@@ -276,8 +272,8 @@ struct ElasticJob::Impl {
   // agent, new probes and a new knock, as horovodrun starts a returning host's workers afresh. A lost
   // host is blacklisted when its round ends; until then it stays out.
   bool gone_for_good(std::size_t i) const {
-    const Member& m = members[i];
-    return (m.lost || m.refused) && m.blacklisted && links->closed(i) && !hosts[i].connecting;
+    const HostPhase p = hosts[i].life.phase();
+    return (p == HostPhase::kLost || p == HostPhase::kRefused) && members[i].blacklisted && links->closed(i);
   }
 
   // `is_local`: the host is this machine (DiscoveryRun::local), so its agent runs here over pipes.
@@ -295,20 +291,24 @@ struct ElasticJob::Impl {
       hosts[i].local = std::make_unique<LocalAgent>(default_agent_path());
       attach(i, hosts[i].local->take_channel());
     } else {
-      hosts[i].connecting = true;
       connector->connect(i, name);
     }
   }
 
   void attach(std::size_t i, UniqueFd fd) {
+    hosts[i].life.attach();
     links->attach(i, std::move(fd),
-                  JobMsg{secret.hex(), static_cast<int>(options.heartbeat_timeout.count()), static_cast<int>(i), false, false, true});
+                  JobMsg{secret.hex(), static_cast<int>(options.heartbeat_timeout.count()), static_cast<int>(i), false,
+                         stall.enabled(), true});
   }
 
   void on_connected(std::size_t i, std::shared_ptr<HostAgent> agent, const std::string& error) {
     JobHost& h = hosts[i];
-    h.connecting = false;
-    if (phase.stopping()) return;
+    if (!error.empty()) h.life.fail_start();
+    if (phase.stopping()) {
+      if (error.empty()) h.life.lose();  // dropped unheard
+      return;
+    }
     if (!error.empty()) {
       h.connect_error = error;
       links->mark_closed(i);
@@ -321,8 +321,7 @@ struct ElasticJob::Impl {
 
   // hosts[i] is never used: why, for the user, and the job goes on without it.
   void refuse(std::size_t i, const std::string& why) {
-    members[i].refused = true;
-    hosts[i].ready.reset();
+    hosts[i].life.refuse();
     // Its agent has nothing to do: it goes (on_agent_closed then says nothing), so that nothing idles on
     // the host, and a later return of the host starts afresh (gone_for_good).
     if (links->live(i)) links->send(i, ShutdownMsg{});
@@ -338,9 +337,9 @@ struct ElasticJob::Impl {
     if (probing || phase.stopping()) return;
     std::vector<std::size_t> newcomers;
     for (std::size_t i = 0; i < hosts.size(); ++i) {
-      if (hosts[i].connecting || (!hosts[i].ready && !members[i].refused && !members[i].lost && !hosts[i].connect_error))
-        return;  // still starting
-      if (hosts[i].ready && !members[i].admitted && !members[i].knocking) newcomers.push_back(i);
+      const HostLife& life = hosts[i].life;
+      if ((!life.ready() && !life.ended()) || life.settling()) return;  // still starting
+      if (life.phase() == HostPhase::kUp) newcomers.push_back(i);
     }
     if (newcomers.empty()) return;
     probed = newcomers;
@@ -369,7 +368,7 @@ struct ElasticJob::Impl {
   void on_probed() {
     if (!probing) return;
     for (std::size_t i : probed) {
-      if (!hosts[i].ready) continue;  // lost meanwhile
+      if (hosts[i].life.phase() != HostPhase::kUp) continue;  // lost meanwhile
       const auto choice = probing->choice_of(i);
       if (!choice) {
         refuse(i, "none of its NICs reached the job's other hosts in the probes (hvrun --check-only -H " +
@@ -413,17 +412,17 @@ struct ElasticJob::Impl {
     }
     m.rendezvous_addr = addr;
     m.nic = nic;
-    m.knocking = true;
     m.knocked_from.clear();
     m.knock_token = HorovodRendezvous::new_knock_token();
     rendezvous->expect_knock(m.knock_token, [this, i](const std::string& from) { members[i].knocked_from = from; });
     links->send(i, KnockMsg{addr, m.rendezvous_port, m.knock_token, static_cast<int>(kKnockTimeout.count())});
+    h.life.knock();
   }
 
   void handle(std::size_t i, KnockResultMsg r) {
     Member& m = members[i];
-    if (!m.knocking) throw ProtocolError(links->peer(i) + ": a knock result out of turn");
-    m.knocking = false;
+    if (hosts[i].life.phase() != HostPhase::kKnocking)
+      throw ProtocolError(links->peer(i) + ": a knock result out of turn");
     rendezvous->forget_knock(m.knock_token);
     if (phase.stopping()) return;
     const std::string where = m.rendezvous_addr + ":" + std::to_string(m.rendezvous_port);
@@ -433,7 +432,7 @@ struct ElasticJob::Impl {
                            (r.ok ? std::string("the knock did not arrive") : r.detail) + "): let " + hosts[i].name +
                            " connect to this machine's " + m.rendezvous_addr + " (a firewall here, or no route back)");
     }
-    m.admitted = true;
+    hosts[i].life.admit();
     log_of(LogSubsys::kStart)
         .info("admitted {}: it uses {} {}; its workers reach the rendezvous at {} from {}", hosts[i].name, m.nic->iface,
               m.nic->address, where, m.knocked_from);
@@ -443,8 +442,7 @@ struct ElasticJob::Impl {
   bool usable(const std::string& host) const {
     const auto it = index_of.find(host);
     if (it == index_of.end()) return false;
-    const Member& m = members[it->second];
-    return m.admitted && !m.lost && !m.refused;
+    return hosts[it->second].life.phase() == HostPhase::kAdmitted;
   }
 
   std::vector<HostSlots> usable_hosts() const {
@@ -513,12 +511,18 @@ struct ElasticJob::Impl {
     const auto hs = usable_hosts();
     if (slot_count(hs) < options.np) return;
     // Hosts still starting or being probed join first, unless the job is full without them.
-    const bool busy = probing || std::any_of(hosts.begin(), hosts.end(), [](const JobHost& h) { return h.connecting; }) ||
-                      std::any_of(members.begin(), members.end(), [](const Member& m) { return m.knocking; });
+    const bool busy = probing || std::any_of(hosts.begin(), hosts.end(), [](const JobHost& h) {
+                        return h.life.starting() || h.life.settling() || h.life.phase() == HostPhase::kKnocking;
+                      });
     if (busy && !(el.max_np && slot_count(hs) >= *el.max_np)) return;
     slots_timer.cancel();
     activate(hs);
-    if (!phase.stopping()) spdlog::warn("elastic: started {} ranks on {}", assignment.size(), fold_names(assignment_hosts(assignment)));
+    if (phase.stopping()) return;
+    spdlog::warn("elastic: started {} ranks on {}", assignment.size(), fold_names(assignment_hosts(assignment)));
+    if (stall.enabled()) {
+      stall.start(Clock::now());
+      arm_stall_check();
+    }
   }
 
   void maybe_resume() {
@@ -543,7 +547,7 @@ struct ElasticJob::Impl {
     if (!assignment.empty() && std::none_of(before.begin(), before.end(), [&](const std::string& h) {
           return std::find(after.begin(), after.end(), h) != after.end();
         }))
-      return fail("no host of the last world is left (" + fold_names(before) +
+      return fail_job("no host of the last world is left (" + fold_names(before) +
                   "), so no worker can hand the training state on; the job cannot go on");
     const bool first = assignment.empty();
     end_forming();
@@ -666,18 +670,19 @@ struct ElasticJob::Impl {
       if (members[i].nic) net.hosts[i] = HostNetwork{hosts[i].name, members[i].nic->iface, members[i].nic->address};
     const std::size_t coordinator = index_of.at(assignment.front().host);
     net.master_addr = members[coordinator].nic->address;
-    net.master_port = hosts[coordinator].hello->free_port;
+    net.master_port = hosts[coordinator].master_port;
     std::vector<std::string> node_order = assignment_hosts(assignment);
     for (auto& [i, slots] : by_host) {
       net.horovod_rendezvous_addr = members[i].rendezvous_addr;
       net.horovod_rendezvous_port = members[i].rendezvous_port;
-      LaunchMsg m{cwd, options.command, hosts[i].is_local ? env().local() : env().remote(), {}};
+      LaunchMsg m{rank_cwd(), options.command, hosts[i].is_local ? env().local() : env().remote(), {}};
       for (const SlotInfo& s : slots) {
         if (workers.size() >= static_cast<std::size_t>(kMaxWorkers)) {
-          fail("the job started " + std::to_string(kMaxWorkers) + " workers in its life, hvrun's bound");
+          fail_job("the job started " + std::to_string(kMaxWorkers) + " workers in its life, hvrun's bound");
           return {};
         }
         const int id = static_cast<int>(workers.size());
+        output->open_files(id);
         const int node = static_cast<int>(std::find(node_order.begin(), node_order.end(), s.host) - node_order.begin());
         auto rank_env = rank_environment(
             RankInfo{s.rank, s.size, s.local_rank, s.local_size, s.cross_rank, s.cross_size, static_cast<int>(i), node}, net);
@@ -733,9 +738,9 @@ struct ElasticJob::Impl {
         return stop_all(options.kill_grace);
       case RoundEnd::Kind::kAllBlacklisted:
         for (const std::string& h : end.blacklist) blacklist(h);
-        return fail("elastic: " + end.why);
+        return fail_job("elastic: " + end.why);
       default:
-        return fail("elastic: " + end.why);
+        return fail_job("elastic: " + end.why);
     }
   }
 
@@ -756,7 +761,7 @@ struct ElasticJob::Impl {
     slots_timer.async_wait([this, what](auto ec) {
       if (ec || phase.on(Event::kSlotsTimeout) != Action::kFail) return;
       const auto hs = usable_hosts();
-      fail("timed out after " + seconds_text(std::chrono::duration_cast<milliseconds>(el.timeout)) +
+      fail_job("timed out after " + seconds_text(std::chrono::duration_cast<milliseconds>(el.timeout)) +
            " (--elastic-timeout) waiting for " + what + ": " + std::to_string(slot_count(hs)) + " usable" +
            (hs.empty() ? "" : " on " + fold_names(assignment_hosts(assign_slots(hs, std::nullopt)))) +
            "; check the discovery script's output and the hosts' agents above");
@@ -765,39 +770,24 @@ struct ElasticJob::Impl {
 
   // ---- the agents' messages -------------------------------------------------------------------------
 
-  void on_frame(std::size_t i, Frame&& f) {
-    try {
-      if (f.type == FrameType::kOutput) {
-        OutputChunk c = decode_output(f.payload, links->peer(i));
-        check_worker(i, c.rank);
-        output->write(c.rank, c.stream, c.bytes);
-        links->took_output(i, c.bytes.size(), output->congested());
-        return;
-      }
-      std::visit([&](auto&& m) { handle(i, std::move(m)); }, decode_control(f.payload, links->peer(i)));
-    } catch (const ProtocolError& e) {
-      links->close_channel(i);
-      on_agent_closed(i, e.what());
-    }
-  }
-
-  void check_worker(std::size_t i, int id) const {
+  void check_rank_of(std::size_t i, int id) const {
     if (id < 0 || static_cast<std::size_t>(id) >= workers.size() || workers[static_cast<std::size_t>(id)].host != i)
       throw ProtocolError(links->peer(i) + ": message about worker " + std::to_string(id) + ", which is not on that host");
   }
 
   void handle(std::size_t i, HelloMsg m) {
-    if (hosts[i].hello) throw ProtocolError(links->peer(i) + ": a second hello");
-    if (m.version != kVersion || m.control_version != kControlVersion)
-      throw ProtocolError(links->peer(i) + " is version " + m.version + ", hvrun is " + kVersion +
-                          "; install the same hvrun version on every host");
-    log_of(LogSubsys::kStart).info("agent on {} is up (hostname {}, pid {})", hosts[i].name, m.hostname, m.pid);
-    hosts[i].hello = std::move(m);
+    greet(hosts[i], std::move(m), links->peer(i));
   }
 
   void handle(std::size_t i, ReadyMsg m) {
-    if (hosts[i].ready || !hosts[i].hello) throw ProtocolError(links->peer(i) + ": ready out of turn");
-    hosts[i].ready = m;
+    // Before its probes, a newcomer gets --sync's files and says what its workers would run (compared
+    // with the hosts already in: handle(FingerprintMsg)), as a fixed job's hosts do before any rank starts.
+    const bool needs_sync = sync && sync->needs(hosts[i]);
+    accept_ready(hosts[i], m, needs_sync, !options.command.empty(), links->peer(i));
+    if (needs_sync)
+      links->send(i, sync->check());
+    else
+      ask_fingerprint(i);
     maybe_probe();
   }
 
@@ -806,12 +796,12 @@ struct ElasticJob::Impl {
   }
 
   void handle(std::size_t i, StartedMsg m) {
-    check_worker(i, m.rank);
+    check_rank_of(i, m.rank);
     log_of(LogSubsys::kRank).debug("worker {} on {} is pid {}", m.rank, hosts[i].name, m.pid);
   }
 
   void handle(std::size_t i, ExitedMsg m) {
-    check_worker(i, m.rank);
+    check_rank_of(i, m.rank);
     Worker& w = workers[static_cast<std::size_t>(m.rank)];
     if (!w.running) throw ProtocolError(links->peer(i) + ": worker " + std::to_string(m.rank) + " exited twice");
     w.running = false;
@@ -929,7 +919,96 @@ struct ElasticJob::Impl {
     on_agent_closed(i, m.error);
   }
 
-  void handle(std::size_t, HeartbeatMsg) {}
+  void handle(std::size_t i, HeartbeatMsg m) {
+    if (phase.started() && !phase.stopping())
+      stall.heartbeat(static_cast<int>(workers_on(i).size()), m.cpu_ms, Clock::now());
+  }
+
+  // HangAutopsy's end (JobCore).
+  void autopsy_over(milliseconds grace) { stop_all(grace); }
+
+  // The numbers of the workers running on hosts[i].
+  std::vector<int> workers_on(std::size_t i) const {
+    std::vector<int> ids;
+    for (std::size_t id = 0; id < workers.size(); ++id)
+      if (workers[id].host == i && workers[id].running) ids.push_back(static_cast<int>(id));
+    return ids;
+  }
+
+  // ---- a newcomer's checks, before its probes: --sync's files, then what its workers would run ------
+
+  // hosts[i] holds every --sync file: SyncRun::Hooks.
+  void on_synced(std::size_t i) {
+    if (hosts[i].life.phase() == HostPhase::kFingerprinting) return ask_fingerprint(i);
+    maybe_probe();
+  }
+
+  HostFingerprint print_of(std::size_t i) const {
+    int slots = 0;
+    for (const HostSlots& h : pool.available())
+      if (h.host == hosts[i].name) slots = h.slots;
+    const FingerprintMsg& f = *hosts[i].fingerprint;
+    return {hosts[i].name, slots, sync && !hosts[i].is_local ? after_sync(f, sync->manifest()) : f};
+  }
+
+  // What would fail at once on hosts[i] refuses it, naming the path; how it differs from the hosts
+  // already in (or checked before it) is named, as for a fixed job's hosts.
+  void handle(std::size_t i, FingerprintMsg m) {
+    JobHost& h = hosts[i];
+    if (h.life.phase() != HostPhase::kFingerprinting) throw ProtocolError(links->peer(i) + ": fingerprint out of turn");
+    h.fingerprint = std::move(m);
+    h.life.fingerprinted();
+    if (phase.stopping()) return;
+    const FingerprintReport alone = compare_fingerprints({print_of(i)}, options.command, rank_cwd());
+    if (!alone.refusals.empty()) {
+      std::string why;
+      for (const std::string& line : alone.refusals) why += (why.empty() ? "" : "; ") + line;
+      refuse(i, why);
+      return maybe_probe();
+    }
+    std::vector<HostFingerprint> prints;
+    for (std::size_t k = 0; k < hosts.size(); ++k)
+      if (k != i && hosts[k].fingerprint && !hosts[k].life.ended()) prints.push_back(print_of(k));
+    if (!prints.empty()) {
+      prints.push_back(print_of(i));
+      for (const std::string& line : compare_fingerprints(prints, options.command, rank_cwd()).differences)
+        spdlog::warn("hosts differ: {}", line);
+    }
+    maybe_probe();
+  }
+
+  // ---- --stall-timeout and the hang autopsy ---------------------------------------------------------
+
+  void arm_stall_check() {
+    stall_timer.expires_after(std::max(stall.until_stalled(Clock::now()), milliseconds(100)));
+    stall_timer.async_wait([this](auto ec) {
+      if (ec || phase.stopping() || autopsy.active()) return;
+      // Between worlds, while no worker runs (waiting for hosts), nothing is expected to move.
+      if (running.empty()) stall.start(Clock::now());
+      if (!stall.stalled(Clock::now())) return arm_stall_check();
+      spdlog::error("no rank printed anything or used CPU for {} (--stall-timeout); collecting every rank's stack, "
+                    "then stopping all ranks",
+                    seconds_text(stall.timeout()));
+      if (exit_code == kExitOk) exit_code = kExitLaunchFailed;
+      start_autopsy(options.kill_grace);
+    });
+  }
+
+  // Asks every agent with workers for their stacks; the workers are stopped with `grace` once all have
+  // answered or kAutopsyTimeout has passed (HangAutopsy), at once when none runs.
+  void start_autopsy(milliseconds grace) {
+    std::vector<std::string> names, silent(hosts.size());
+    int n = 0;
+    for (std::size_t i = 0; i < hosts.size(); ++i) {
+      names.push_back(hosts[i].name);
+      const std::vector<int> ids = workers_on(i);
+      n += static_cast<int>(ids.size());
+      if (!ids.empty() && links->live(i))
+        silent[i] = hosts[i].name + " (" + (ids.size() == 1 ? "rank " : "ranks ") + rank_list(ids) + ")";
+    }
+    if (n == 0) return stop_all(grace);
+    autopsy.start(std::move(names), std::move(silent), n, grace);
+  }
 
   template <typename M>
   void handle(std::size_t i, M&&) {
@@ -939,17 +1018,14 @@ struct ElasticJob::Impl {
   void on_agent_closed(std::size_t i, const std::string& error) {
     if (links->closed(i)) return;
     links->mark_closed(i);
+    autopsy.host_gone(i);
     const Action action = phase.on(Event::kAgentLost);
     if (action == Action::kPollClosed) return poll_closed();
-    if (members[i].refused) return;  // refuse() shut it down; it ran no worker
     JobHost& h = hosts[i];
-    const bool was_ready = h.ready.has_value();
-    h.ready.reset();
-    members[i].lost = true;
-    if (members[i].knocking) {
-      members[i].knocking = false;
-      rendezvous->forget_knock(members[i].knock_token);
-    }
+    if (h.life.ended()) return;  // refuse() shut it down; it ran no worker
+    const bool was_starting = !h.life.ready() || h.life.settling();  // maybe_probe waited for it
+    if (h.life.phase() == HostPhase::kKnocking) rendezvous->forget_knock(members[i].knock_token);
+    h.life.lose();
     std::vector<SlotKey> gone;
     for (std::size_t id = 0; id < workers.size(); ++id)
       if (workers[id].host == i && workers[id].running) {
@@ -965,7 +1041,7 @@ struct ElasticJob::Impl {
       change_at = Clock::now();
       change_what = "the loss of " + h.name;
     }
-    if (!was_ready && !members[i].admitted) maybe_probe();
+    if (was_starting) maybe_probe();
     if (!gone.empty() && action == Action::kEndFormingRecord)
       if (auto end = record_held_ready(h.name)) return on_round_end(*end);
     for (const auto& k : gone) {
@@ -989,7 +1065,7 @@ struct ElasticJob::Impl {
 
   // ---- the end ----------------------------------------------------------------------------------
 
-  void fail(const std::string& why) {
+  void fail_job(const std::string& why) {
     if (phase.stopping()) return;
     spdlog::error("{}", why);
     if (exit_code == kExitOk) exit_code = kExitLaunchFailed;
@@ -1002,10 +1078,18 @@ struct ElasticJob::Impl {
       spdlog::warn("received {} again; stopping at once", signal_name(sig));
       return finish();
     }
-    spdlog::error("received {}; stopping all workers", signal_name(sig));
-    exit_code = 128 + sig;
-    stop_all(options.kill_grace);
     signals.async_wait([this](auto e, int s) { on_signal(e, s); });
+    if (autopsy.active()) {
+      // A second signal during the autopsy: the stacks that came are not waited for.
+      spdlog::warn("received {} again; stopping all workers at once", signal_name(sig));
+      autopsy.cancel();
+      return stop_all(milliseconds(0));
+    }
+    const bool any = !running.empty();
+    spdlog::error("received {}; stopping all workers{}", signal_name(sig),
+                  any ? ", once their stacks are in (a second " + signal_name(sig) + " stops them at once)" : "");
+    exit_code = 128 + sig;
+    start_autopsy(options.kill_grace);
   }
 
   void stop_all(milliseconds grace) {
@@ -1017,6 +1101,7 @@ struct ElasticJob::Impl {
     late_timer.cancel();
     replace_timer.cancel();
     renotify_timer.cancel();
+    stall_timer.cancel();
     probing.reset();
     // Held rank_and_size requests stay unanswered: "-1,..." would make Horovod abort those workers with
     // a core dump's worth of output, while SIGTERM ends them quietly. The rendezvous closes at finish().
@@ -1037,6 +1122,9 @@ struct ElasticJob::Impl {
     if (phase.phase() == Phase::kDone) return;
     phase.move_to(Phase::kDone);
     stop_timer.cancel();
+    stall_timer.cancel();
+    autopsy.cancel();
+    if (sync) sync->stop();
     discovery.reset();
     links->send_all(ShutdownMsg{});
     links->abandon_unattached();

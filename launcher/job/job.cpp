@@ -28,6 +28,9 @@
 #include "launcher/check/check_run.hpp"
 #include "launcher/check/fingerprint_report.hpp"
 #include "launcher/cli/rank_plan.hpp"
+#include "launcher/job/hang_autopsy.hpp"
+#include "launcher/job/job_core.hpp"
+#include "launcher/job/job_timeouts.hpp"
 #include "launcher/job/launch_timings.hpp"
 #include "launcher/job/nic_discovery.hpp"
 #include "launcher/job/rank_exits.hpp"
@@ -35,6 +38,7 @@
 #include "launcher/job/restart_plan.hpp"
 #include "launcher/job/stack_groups.hpp"
 #include "launcher/job/stall_watch.hpp"
+#include "launcher/job/sync_run.hpp"
 #include "launcher/job/teardown.hpp"
 #include "launcher/output/output_mux.hpp"
 #include "launcher/ranks/dry_run.hpp"
@@ -45,10 +49,8 @@
 #include "launcher/start/agent_links.hpp"
 #include "launcher/start/agent_startup.hpp"
 #include "launcher/start/connect_progress.hpp"
-#include "launcher/start/file_sender.hpp"
 #include "launcher/start/job_host.hpp"
 #include "launcher/start/sync_manifest.hpp"
-#include "launcher/output/status_line.hpp"
 
 namespace hvrun {
 
@@ -57,77 +59,35 @@ using std::chrono::milliseconds;
 
 namespace {
 
-constexpr milliseconds kResolveTimeout{5000};
-// After SIGKILL, how long agents get to report their ranks' exits before hvrun stops waiting.
-constexpr milliseconds kAfterKillSlack{1000};
-constexpr milliseconds kShutdownTimeout{2000};
-// How long a rank failure report waits for the rank output before it to be written.
-constexpr milliseconds kReportDrainTimeout{500};
-// The hang autopsy: how long agents wait for their ranks' stacks, and how long hvrun waits for the
-// agents' answers; the ranks' kill grace starts after it.
-constexpr milliseconds kStackTimeout{500};
-constexpr milliseconds kAutopsyTimeout{1000};
-// --sync: hosts whose files are copied at once, and how often the progress line is redrawn.
-constexpr std::size_t kSyncConcurrency = 16;
-constexpr milliseconds kSyncProgressPeriod{250};
 
 }  // namespace
 
-struct Job::Impl {
+// The fixed job's policy over JobCore: one plan of ranks, the teardown state machine (Teardown) and,
+// with --max-restarts, the restarts (RestartPlan).
+struct Job::Impl : JobCore<Job::Impl> {
   using Host = JobHost;
   using Phase = Teardown::Phase;
+  using JobCore::handle;
 
   explicit Impl(LaunchOptions o)
-      : options(std::move(o)),
+      : JobCore(std::move(o)),
         plan(options.hosts, options.np, options.no_oversubscribe),
-        signals(io, SIGINT, SIGTERM),
         deadline(io),
-        autopsy_timer(io),
-        stall_timer(io),
-        sync_timer(io),
-        secret(JobSecret::generate()),
         teardown(options.kill_grace),
-        stall(options.stall_timeout, heartbeat_interval(options.heartbeat_timeout)),
         restarts(options.max_restarts, plan.size(), options.min_np) {}
 
-  LaunchOptions options;
   RankPlan plan;
-  asio::io_context io;
-  asio::signal_set signals;
   asio::steady_timer deadline;
-  asio::steady_timer autopsy_timer;
-  asio::steady_timer stall_timer;
-  asio::steady_timer sync_timer;  // redraws sync_status while copies are under way
-  JobSecret secret;
-  std::vector<Host> hosts;
   RankExits exits;
-  std::unique_ptr<AgentLinks> links;  // one per host, from start_agents() on
-  std::unique_ptr<OutputMux> output;
   std::unique_ptr<NicDiscovery> nics;  // from run() on
   using Clock = LaunchTimings::Clock;
   LaunchTimings timings;  // when each phase ended, for --verbose (log_timings)
   Teardown teardown;
-  StallWatch stall;
-  // The hang autopsy under way: the hosts whose stacks are still awaited, what came, and the grace the
-  // ranks get once it is over.
-  struct Autopsy {
-    std::vector<bool> awaited;
-    std::vector<RankStackText> stacks;
-    milliseconds grace{0};
-    int running = 0;  // ranks not yet exited when it began
-  };
-  std::optional<Autopsy> autopsy;
   std::optional<std::string> horovod_rendezvous_addr;  // nothing when not served
   int horovod_rendezvous_port = 0;
   std::optional<std::vector<std::string>> mpirun;  // --mpi: the command line, once the NICs are chosen
   bool nics_decided = false;  // on_decided ran; it runs again when it waited for fingerprints
   std::string agreed;         // what every host's fingerprint agrees on, once compared without a difference
-  std::optional<EnvPolicy> env_policy;  // env(): made once
-  std::optional<std::string> cwd;       // rank_cwd(): read once
-  std::optional<SyncManifest> sync;     // --sync: listed and hashed before any host is contacted
-  std::unique_ptr<FileSender> sender;   // --sync: from the first host that lacks a file on
-  std::unique_ptr<StatusLine> sync_status;
-  bool sync_reported = false;
   // --max-restarts: the budget, the hosts lost since the first launch (parallel to plan.hosts(), as
   // RestartPlan::next wants them), the agents whose restart_ready is awaited (parallel to hosts), and
   // when the failure that began the restart under way came.
@@ -136,16 +96,6 @@ struct Job::Impl {
   std::vector<bool> restart_awaited;
   Clock::time_point restart_since{};
   std::unique_ptr<AgentStartup> startup;  // last: its Connector goes first, so no late result reaches the job
-
-  // The ranks' environment policy and working directory, the same for the fingerprints and the launch.
-  const EnvPolicy& env() {
-    if (!env_policy) env_policy.emplace(launcher_environment(), options);
-    return *env_policy;
-  }
-  const std::string& rank_cwd() {
-    if (!cwd) cwd = current_directory();
-    return *cwd;
-  }
 
   int run() {
     if (plan.oversubscribed() && !options.oversubscribe)
@@ -165,22 +115,27 @@ struct Job::Impl {
             .send = [this](std::size_t i, const ProbeRequestMsg& m) { links->send(i, m); },
             .decided = [this] { on_decided(); }},
         probe_cache());
-    output = std::make_unique<OutputMux>(
-        plan.size(), OutputOptions{options.output_filename, options.prefix_timestamp, 1, 2, 10},
-        [this] { asio::post(io, [this] {
-          if (links) links->acknowledge_all();
-        }); });
+    make_output(plan.size(), false);
     if (!options.sync_dirs.empty()) {
-      sync = sync_manifest(options.sync_dirs, options.sync_limit);
-      if (sync->files.empty()) spdlog::warn("--sync: no files under {}; nothing to send", fold_names(options.sync_dirs));
+      sync = std::make_unique<SyncRun>(
+          io, sync_manifest(options.sync_dirs, options.sync_limit), hosts, options.start_timeout, options.check_only,
+          !options.command.empty(),
+          SyncRun::Hooks{.synced = [this](std::size_t i) { synced(i); },
+                         .failed =
+                             [this](std::size_t, const std::string& line) {
+                               fail_job(line + "; check that host's disk and permissions, or copy the files there yourself");
+                             },
+                         .stopping = [this] { return teardown.tearing_down(); },
+                         .may_draw = [this] { return teardown.phase() != Phase::kStarting; }});
+      if (sync->manifest().files.empty())
+        spdlog::warn("--sync: no files under {}; nothing to send", fold_names(options.sync_dirs));
     }
     start_agents();
     signals.async_wait([this](auto ec, int sig) { on_signal(ec, sig); });
     arm_deadline(options.start_timeout, [this] { on_start_timeout(); });
     run_loop();
     signals.cancel();
-    for (auto& h : hosts)
-      if (h.local) h.local->reap(kShutdownTimeout);
+    reap_local_agents();
     log_timings();
     if (!mpirun || teardown.exit_code() != kExitOk) return ended(teardown.exit_code());
     if (options.dry_run) {
@@ -247,10 +202,7 @@ struct Job::Impl {
     assign_ranks();
     std::vector<std::string> names;
     for (const Host& h : hosts) names.push_back(h.name);
-    links = std::make_unique<AgentLinks>(
-        io, names, options.heartbeat_timeout,
-        AgentLinks::Events{.on_frame = [this](std::size_t i, Frame&& f) { on_frame(i, std::move(f)); },
-                           .on_closed = [this](std::size_t i, const std::string& e) { on_agent_closed(i, e); }});
+    make_links(names);
     startup = std::make_unique<AgentStartup>(
         io, options, plan, hosts, timings.start,
         AgentStartup::Hooks{.starting = [this] { return teardown.phase() == Phase::kStarting; },
@@ -308,13 +260,14 @@ struct Job::Impl {
   // is asked once it has them (synced).
   void attach(std::size_t i, UniqueFd fd) {
     const bool serves_store = rank0_host() == i;
+    hosts[i].life.attach();
     links->attach(i, std::move(fd),
                   JobMsg{secret.hex(), static_cast<int>(options.heartbeat_timeout.count()), static_cast<int>(i),
                          serves_store, stall.enabled()});
     if (!needs_sync(i)) ask_fingerprint(i);
   }
 
-  bool needs_sync(std::size_t i) const { return sync && !sync->files.empty() && !hosts[i].is_local; }
+  bool needs_sync(std::size_t i) const { return sync && sync->needs(hosts[i]); }
 
   // Probing starts when every host has either said hello or (under --check-only, which reports them)
   // failed to connect.
@@ -352,9 +305,7 @@ struct Job::Impl {
   // Every host that is up has its --sync files and has said what its ranks would run (or the job has
   // no command).
   bool fingerprints_in() const {
-    return std::all_of(hosts.begin(), hosts.end(), [this](const Host& h) {
-      return !h.ready || h.connect_error || (!h.syncing && (options.command.empty() || h.fingerprint));
-    });
+    return std::none_of(hosts.begin(), hosts.end(), [](const Host& h) { return h.life.settling(); });
   }
 
   // The hosts' fingerprints compared: differences are warned about; what would fail at once ends the
@@ -365,7 +316,8 @@ struct Job::Impl {
     for (std::size_t i = 0; i < hosts.size(); ++i)
       if (hosts[i].fingerprint)
         prints.push_back({hosts[i].name, ranks_on(i),
-                          sync && !hosts[i].is_local ? after_sync(*hosts[i].fingerprint, *sync) : *hosts[i].fingerprint});
+                          sync && !hosts[i].is_local ? after_sync(*hosts[i].fingerprint, sync->manifest())
+                                                      : *hosts[i].fingerprint});
     const FingerprintReport report = compare_fingerprints(prints, options.command, rank_cwd());
     for (const std::string& line : report.differences) spdlog::warn("hosts differ: {}", line);
     for (const std::string& line : report.refusals) spdlog::error("error: {}", line);
@@ -404,14 +356,13 @@ struct Job::Impl {
   // its copy's own timeout (sync_timeout), so the wait goes on while one is.
   void await_fingerprints() {
     arm_deadline(options.start_timeout, [this] {
-      if (std::any_of(hosts.begin(), hosts.end(), [](const Host& h) { return h.syncing && h.sync_checked; }))
+      if (std::any_of(hosts.begin(), hosts.end(), [](const Host& h) { return h.life.phase() == HostPhase::kSyncing; }))
         return await_fingerprints();
       std::vector<std::string> silent;
       for (const Host& h : hosts)
-        if (h.ready && !h.connect_error && (h.syncing || (!h.fingerprint && !options.command.empty())))
-          silent.push_back(h.name);
+        if (h.life.settling()) silent.push_back(h.name);
       fail_job("no answer within " + seconds_text(options.start_timeout) + " from " + fold_names(silent) + " on " +
-               (std::any_of(hosts.begin(), hosts.end(), [](const Host& h) { return h.syncing; })
+               (std::any_of(hosts.begin(), hosts.end(), [](const Host& h) { return h.life.syncing(); })
                     ? "which --sync files they lack"
                     : "what the ranks would run there") +
                "; check those hosts");
@@ -420,81 +371,12 @@ struct Job::Impl {
 
   // ---- --sync ------------------------------------------------------------------------------------
 
-  // Asks hosts[i] what ranks would run there (when the job has a command).
-  void ask_fingerprint(std::size_t i) {
-    const Host& h = hosts[i];
-    if (!options.command.empty())
-      links->send(i, FingerprintRequestMsg{options.command, rank_cwd(), h.is_local ? env().local() : env().remote()});
-  }
 
-  void handle(std::size_t i, SyncNeedMsg m) {
-    Host& h = hosts[i];
-    if (!h.syncing || h.sync_checked) throw ProtocolError(links->peer(i) + ": sync need out of turn");
-    std::vector<FileCopy> copies = sync_copies(*sync, m.need, links->peer(i));
-    h.sync_checked = true;
-    h.sync_files = copies.size();
-    for (int k : m.need) h.sync_bytes += sync->sizes[static_cast<std::size_t>(k)];  // indexes checked by sync_copies
-    if (copies.empty() || options.check_only || teardown.tearing_down()) return synced(i);
-    if (!sender)
-      sender = std::make_unique<FileSender>(io, kSyncConcurrency, [this](std::size_t k, const std::string& error) {
-        on_sent(k, error);
-      });
-    sender->send(i, h.remote, std::move(copies), sync_timeout(h.sync_bytes, options.start_timeout));
-    show_sync_progress();
-  }
 
-  void on_sent(std::size_t i, const std::string& error) {
-    if (teardown.tearing_down()) return;
-    if (!error.empty())
-      return fail_job("--sync: " + error + "; check that host's disk and permissions, or copy the files there yourself");
-    synced(i);
-  }
-
-  // hosts[i] holds every --sync file (or, under --check-only, has said which it lacks).
+  // hosts[i] holds every --sync file (or, under --check-only, has said which it lacks): SyncRun::Hooks.
   void synced(std::size_t i) {
-    hosts[i].syncing = false;
-    if (teardown.tearing_down()) return;
     ask_fingerprint(i);
-    maybe_report_sync();
     if (nics_decided && fingerprints_in()) on_decided();
-  }
-
-  void maybe_report_sync() {
-    if (sync_reported || std::any_of(hosts.begin(), hosts.end(), [](const Host& h) {
-          return h.syncing || (!h.is_local && !h.sync_checked && !h.connect_error);
-        }))
-      return;
-    sync_reported = true;
-    sync_timer.cancel();
-    if (sync_status) sync_status->clear();
-    std::vector<HostSync> checked;
-    for (const Host& h : hosts)
-      if (h.sync_checked) checked.push_back({h.name, h.sync_files, h.sync_bytes});
-    if (!checked.empty()) spdlog::warn("{}", sync_summary(*sync, checked, options.check_only));
-  }
-
-  // While copies are under way: "--sync: 12582912 bytes (12.0 MiB) of 41943040 bytes (40.0 MiB) sent,
-  // 3 of 8 hosts done", once the agents' own status line is gone.
-  void show_sync_progress() {
-    if (sync_reported || teardown.tearing_down()) return;
-    if (teardown.phase() != Phase::kStarting) {
-      if (!sync_status) sync_status = std::make_unique<StatusLine>(2);
-      std::uint64_t total = 0;
-      std::size_t lacking = 0, done = 0;
-      for (const Host& h : hosts)
-        if (h.sync_checked && h.sync_files > 0) {
-          total += h.sync_bytes;
-          ++lacking;
-          done += h.syncing ? 0 : 1;
-        }
-      sync_status->show("--sync: " + byte_count_text(sender ? sender->bytes_sent() : 0) + " of " +
-                        byte_count_text(total) + " sent, " + std::to_string(done) + " of " + std::to_string(lacking) +
-                        (lacking == 1 ? " host done" : " hosts done"));
-    }
-    sync_timer.expires_after(kSyncProgressPeriod);
-    sync_timer.async_wait([this](auto ec) {
-      if (!ec) show_sync_progress();
-    });
   }
 
   // Horovod's client gives up after three refused tries, so its rendezvous must listen before any rank
@@ -581,62 +463,23 @@ struct Job::Impl {
   int ranks_on(std::size_t i) const { return plan.hosts()[hosts[i].plan_index].local_size; }
 
   // Asks every agent still there for its ranks' stacks; the ranks are stopped with `grace` once all
-  // have answered or kAutopsyTimeout has passed.
+  // have answered or kAutopsyTimeout has passed (HangAutopsy).
   void start_autopsy(milliseconds grace) {
     if (!teardown.begin_autopsy()) return stop_ranks(grace);
-    autopsy = Autopsy{std::vector<bool>(hosts.size(), false), {}, grace, exits.running()};
-    for (std::size_t i = 0; i < hosts.size(); ++i)
-      if (!links->closed(i) && ranks_on(i) > 0) {
-        autopsy->awaited[i] = true;
-        links->send(i, StacksRequestMsg{static_cast<int>(kStackTimeout.count())});
-      }
-    autopsy_timer.expires_after(kAutopsyTimeout);
-    autopsy_timer.async_wait([this](auto ec) {
-      if (!ec) end_autopsy();
-    });
-    maybe_end_autopsy();
-  }
-
-  void handle(std::size_t i, StacksMsg m) {
-    if (!autopsy || !autopsy->awaited.at(i)) return;  // late, or after the autopsy ended
-    for (RankStack& r : m.ranks) {
-      check_rank_of(i, r.rank);
-      autopsy->stacks.push_back(RankStackText{r.rank, hosts[i].name, std::move(r.text)});
+    std::vector<std::string> names, silent(hosts.size());
+    for (std::size_t i = 0; i < hosts.size(); ++i) {
+      names.push_back(hosts[i].name);
+      if (links->closed(i) || ranks_on(i) == 0) continue;
+      const HostPlan& hp = plan.hosts()[hosts[i].plan_index];
+      std::vector<int> ranks(static_cast<std::size_t>(hp.local_size));
+      for (int k = 0; k < hp.local_size; ++k) ranks[static_cast<std::size_t>(k)] = hp.first_rank + k;
+      silent[i] = hosts[i].name + " (" + (ranks.size() == 1 ? "rank " : "ranks ") + rank_list(ranks) + ")";
     }
-    autopsy->awaited[i] = false;
-    maybe_end_autopsy();
+    autopsy.start(std::move(names), std::move(silent), exits.running(), grace);
   }
 
-  void maybe_end_autopsy() {
-    if (autopsy && std::none_of(autopsy->awaited.begin(), autopsy->awaited.end(), [](bool b) { return b; }))
-      end_autopsy();
-  }
-
-  // Prints the stacks grouped (and which hosts did not answer), then stops the ranks.
-  void end_autopsy() {
-    if (!autopsy) return;
-    autopsy_timer.cancel();
-    Autopsy a = std::move(*autopsy);
-    autopsy.reset();
-    std::sort(a.stacks.begin(), a.stacks.end(), [](const auto& x, const auto& y) { return x.rank < y.rank; });
-    std::string silent;
-    for (std::size_t i = 0; i < a.awaited.size(); ++i)
-      if (a.awaited[i]) {
-        const HostPlan& hp = plan.hosts()[hosts[i].plan_index];
-        std::vector<int> ranks(static_cast<std::size_t>(hp.local_size));
-        for (int k = 0; k < hp.local_size; ++k) ranks[static_cast<std::size_t>(k)] = hp.first_rank + k;
-        silent += (silent.empty() ? "" : ", ") + hosts[i].name + " (" + (ranks.size() == 1 ? "rank " : "ranks ") +
-                  rank_list(ranks) + ")";
-      }
-    output->drain(kReportDrainTimeout);
-    const std::string prefix(kHvrunLogPrefix);
-    std::string text = prefix + "where the " + std::to_string(a.running) + " running ranks are:";
-    if (!a.stacks.empty()) text += "\n" + stack_groups_report(a.stacks);
-    if (!silent.empty())
-      text += "\n" + prefix + "no stacks from " + silent + " within " + seconds_text(kAutopsyTimeout);
-    log_report(LogLevel::warn, text);
-    stop_ranks(a.grace);
-  }
+  // HangAutopsy's end (JobCore).
+  void autopsy_over(milliseconds grace) { stop_ranks(grace); }
 
   // A host whose login shell still runs gets longer than --start-timeout (check_start).
   void on_start_timeout() {
@@ -647,26 +490,8 @@ struct Job::Impl {
 
   // ---- events ------------------------------------------------------------------------------------
 
-  void on_frame(std::size_t i, Frame&& f) {
-    try {
-      if (f.type == FrameType::kOutput) {
-        OutputChunk c = decode_output(f.payload, links->peer(i));
-        check_rank_of(i, c.rank);
-        if (timings.first_output == Clock::time_point{}) timings.first_output = Clock::now();
-        stall.output(Clock::now());
-        output->write(c.rank, c.stream, c.bytes);
-        links->took_output(i, c.bytes.size(), output->congested());
-        return;
-      }
-      std::visit([&](auto&& m) { handle(i, std::move(m)); }, decode_control(f.payload, links->peer(i)));
-    } catch (const ProtocolError& e) {
-      links->close_channel(i);
-      on_agent_closed(i, e.what());
-    } catch (const std::exception& e) {
-      // Anything else (a rank environment hvrun cannot encode, a failed system call) ends the job
-      // through the orderly teardown, never past it.
-      fail_job(user_message(e, "handling a message from the agent on " + hosts[i].name));
-    }
+  void took_output() {
+    if (timings.first_output == Clock::time_point{}) timings.first_output = Clock::now();
   }
 
   void check_rank_of(std::size_t i, int rank) const {
@@ -681,23 +506,18 @@ struct Job::Impl {
   }
 
   void handle(std::size_t i, ReadyMsg m) {
-    Host& h = hosts[i];
-    if (h.ready || !h.hello) throw ProtocolError(links->peer(i) + ": ready out of turn");
-    h.ready = m;
+    accept_ready(hosts[i], m, needs_sync(i), !options.command.empty(), links->peer(i));
     // What the ranks would run there is learnt while the probes run (fingerprints_in): asked at attach,
     // or with --sync once that host has the files (this machine is their source).
-    if (needs_sync(i)) {
-      h.syncing = true;
-      links->send(i, SyncCheckMsg{sync->files});
-    }
+    if (needs_sync(i)) links->send(i, sync->check());
     maybe_probe();
   }
 
   void handle(std::size_t i, FingerprintMsg m) {
     Host& h = hosts[i];
-    if (h.fingerprint || !h.ready || options.command.empty())
-      throw ProtocolError(links->peer(i) + ": fingerprint out of turn");
+    if (h.life.phase() != HostPhase::kFingerprinting) throw ProtocolError(links->peer(i) + ": fingerprint out of turn");
     h.fingerprint = std::move(m);
+    h.life.fingerprinted();
     // The job may have begun to end while it waited (a signal, a lost host): then nothing starts.
     if (nics_decided && fingerprints_in() && !teardown.tearing_down()) on_decided();
   }
@@ -770,11 +590,9 @@ struct Job::Impl {
     Host& h = hosts[i];
     if (links->closed(i)) return;
     links->mark_closed(i);
+    if (!h.life.ended()) h.life.lose();
     exits.mark_host_exited(i);
-    if (autopsy) {
-      autopsy->awaited.at(i) = false;
-      maybe_end_autopsy();
-    }
+    autopsy.host_gone(i);
     if (teardown.tearing_down()) {
       // Its session is closed now, while the other hosts' agents are still ending, rather than all of
       // them one after another on this thread once the last has ended (31 hosts: 27 ms at the end of every
@@ -875,8 +693,8 @@ struct Job::Impl {
       throw ProtocolError(links->peer(i) + ": restart ready out of turn");
     restart_awaited[i] = false;
     // The attempt's MASTER_PORT and store, when rank 0 runs there.
-    hosts[i].hello->free_port = m.free_port;
-    hosts[i].ready->store_port = m.store_port;
+    hosts[i].master_port = m.free_port;
+    hosts[i].store_port = m.store_port;
     if (std::any_of(restart_awaited.begin(), restart_awaited.end(), [](bool b) { return b; })) return;
     deadline.cancel();
     serve_horovod_rendezvous();
@@ -911,10 +729,7 @@ struct Job::Impl {
     if (d.action == Teardown::Action::kAutopsy) start_autopsy(d.grace);
     if (d.action == Teardown::Action::kStopRanks) {
       // A second signal during the autopsy: the stacks that came are not waited for.
-      if (autopsy) {
-        autopsy_timer.cancel();
-        autopsy.reset();
-      }
+      autopsy.cancel();
       stop_ranks(d.grace);
     }
   }
@@ -944,9 +759,8 @@ struct Job::Impl {
   void finish() {
     teardown.finish();
     stall_timer.cancel();
-    sync_timer.cancel();
-    if (sync_status) sync_status->clear();
-    autopsy_timer.cancel();
+    if (sync) sync->stop();
+    autopsy.cancel();
     links->close_all();
     startup->stop();
     deadline.cancel();

@@ -17,7 +17,7 @@ std::size_t member_of(const ProbeRound& round, const std::vector<JobHost>& hosts
 ProbeMembers probe_members(const std::vector<JobHost>& hosts) {
   ProbeMembers p;
   for (std::size_t i = 0; i < hosts.size(); ++i) {
-    if (!hosts[i].hello || !hosts[i].ready) continue;
+    if (!hosts[i].life.ready()) continue;
     p.hosts.push_back(i);
     p.inventories.push_back(HostInventory{hosts[i].name, hosts[i].hello->hostname, hosts[i].hello->interfaces});
   }

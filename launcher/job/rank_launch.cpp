@@ -26,10 +26,10 @@ JobNetwork job_network(const std::vector<JobHost>& hosts, const RankPlan& plan, 
   }
   const JobHost& first = hosts.at(services.rank0_host);
   net.master_addr = net.hosts[first.plan_index].address;
-  net.master_port = first.hello->free_port;
+  net.master_port = first.master_port;
   // The store is served by rank 0's agent, on every address; ranks use the verified one.
   net.store_addr = net.master_addr;
-  net.store_port = first.ready->store_port;
+  net.store_port = first.store_port;
   net.store_token = services.store_token;
   net.horovod_rendezvous_addr = services.horovod_rendezvous_addr;
   net.horovod_rendezvous_port = services.horovod_rendezvous_port;

@@ -49,12 +49,17 @@ OutputMux::OutputMux(int size, OutputOptions options, std::function<void()> on_r
     : options_(std::move(options)), ranks_(size), writer_(std::move(on_relieved)) {
   if (options_.directory.empty()) return;
   make_dir(options_.directory);
-  for (int r = 0; r < size; ++r) {
-    const std::string dir = options_.directory + "/rank." + std::to_string(r);
-    make_dir(dir);
-    ranks_[r].out_file = open_output(dir + "/stdout");
-    ranks_[r].err_file = open_output(dir + "/stderr");
-  }
+  if (options_.files_on_demand) return;
+  for (int r = 0; r < size; ++r) open_files(r);
+}
+
+void OutputMux::open_files(int rank) {
+  RankOutput& r = ranks_.at(rank);
+  if (options_.directory.empty() || r.out_file) return;
+  const std::string dir = options_.directory + "/rank." + std::to_string(rank);
+  make_dir(dir);
+  r.out_file = open_output(dir + "/stdout");
+  r.err_file = open_output(dir + "/stderr");
 }
 
 void OutputMux::write(int rank, OutputStream stream, std::string_view bytes) {

@@ -25,15 +25,21 @@ struct OutputOptions {
   int stdout_fd = 1;
   int stderr_fd = 2;
   std::size_t keep_stderr_lines = 10;
+  // With a directory: each rank's files are made when it starts (open_files), not up front (a Horovod
+  // elastic job's workers, numbered up to a bound few jobs reach).
+  bool files_on_demand = false;
 };
 
 class OutputMux {
  public:
-  // Creates DIR/rank.N/ for every rank up front, so a bad directory fails before anything starts
-  // (UsageError naming --output-filename and the path).
+  // Creates DIR/rank.N/ for every rank up front (DIR alone with files_on_demand), so a bad directory
+  // fails before anything starts (UsageError naming --output-filename and the path).
   // `on_relieved`: see OutputWriter.
   OutputMux(int size, OutputOptions options, std::function<void()> on_relieved = {});
 
+  // files_on_demand: DIR/rank.N/ for `rank`, before its first output; nothing when there is no DIR or
+  // they are made. UsageError as the constructor's.
+  void open_files(int rank);
   void write(int rank, OutputStream stream, std::string_view bytes);
   // The rank's streams are over (it exited): print partial lines as lines.
   void flush(int rank);

@@ -72,7 +72,6 @@ struct AgentStartup::Impl {
         h.local = std::make_unique<LocalAgent>(agent_path);
         hooks.attach(i, h.local->take_channel());
       } else {
-        h.connecting = true;
         connector->connect(i, h.name);
       }
     }
@@ -80,18 +79,21 @@ struct AgentStartup::Impl {
 
   void on_connected(std::size_t i, std::shared_ptr<HostAgent> agent, const std::string& error) {
     JobHost& h = hosts[i];
-    h.connecting = false;
     if (!error.empty()) {
+      h.life.fail_start();
       h.connect_error = error;
       hooks.failed(i);
     } else {
       h.remote = std::move(agent);
       h.shell_time = h.remote->shell_time();
-      if (hooks.starting()) hooks.attach(i, h.remote->take_channel());
+      if (hooks.starting())
+        hooks.attach(i, h.remote->take_channel());
+      else
+        h.life.lose();  // the job ended its start-up meanwhile: the agent goes unheard
     }
     show_progress();
     if (!hooks.starting()) return;
-    if (std::any_of(hosts.begin(), hosts.end(), [](const JobHost& x) { return x.connecting; })) return;
+    if (std::any_of(hosts.begin(), hosts.end(), [](const JobHost& x) { return x.life.starting(); })) return;
     hooks.connected();
   }
 
@@ -124,9 +126,8 @@ void AgentStartup::start() {
   if (impl_->status) impl_->tick_progress(kNamePendingAfter);
 }
 
-void AgentStartup::hello(std::size_t i, HelloMsg m, const std::string& peer) {
-  JobHost& h = impl_->hosts[i];
-  if (h.hello) throw ProtocolError(peer + ": a second hello");
+void greet(JobHost& h, HelloMsg m, const std::string& peer) {
+  if (h.life.phase() != HostPhase::kAttached) throw ProtocolError(peer + ": a second hello");
   if (m.version != kVersion || m.control_version != kControlVersion) {
     // The control version is named only when it differs: builds of one release may speak different ones.
     const bool name_control = m.control_version != kControlVersion;
@@ -136,17 +137,29 @@ void AgentStartup::hello(std::size_t i, HelloMsg m, const std::string& peer) {
     throw ProtocolError(peer + " is version " + version(m.version, m.control_version) + ", hvrun is " +
                         version(kVersion, kControlVersion) + "; install the same hvrun version on every host");
   }
-  clear_status();
   log_of(LogSubsys::kStart)
       .info("agent on {} is up (hostname {}, pid {}{})", h.name, m.hostname, m.pid,
             h.remote ? ", " + h.remote->agent_description() : std::string());
+  h.master_port = m.free_port;
   h.hello = std::move(m);
+  h.life.greet();
+}
+
+void accept_ready(JobHost& h, const ReadyMsg& m, bool needs_sync, bool wants_fingerprint, const std::string& peer) {
+  if (h.life.phase() != HostPhase::kGreeted) throw ProtocolError(peer + ": ready out of turn");
+  h.store_port = m.store_port;
+  h.life.ready(needs_sync, wants_fingerprint);
+}
+
+void AgentStartup::hello(std::size_t i, HelloMsg m, const std::string& peer) {
+  clear_status();
+  greet(impl_->hosts[i], std::move(m), peer);
   impl_->show_progress();
 }
 
 bool AgentStartup::all_up() const {
   for (const auto& h : impl_->hosts)
-    if (!(h.hello && h.ready) && (h.connecting || !h.connect_error)) return false;
+    if (!h.life.ready() && !h.life.ended()) return false;
   return true;
 }
 

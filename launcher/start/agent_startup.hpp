@@ -26,6 +26,14 @@ namespace hvrun {
 // machine (host_locality.hpp, each name resolved within `resolve_timeout`).
 std::vector<JobHost> job_hosts(const RankPlan& plan, std::chrono::milliseconds resolve_timeout);
 
+// The hello of `h`'s agent, for both drivers: a second one, or one of another hvrun version (or control
+// protocol), is a ProtocolError naming `peer`; else the host is greeted (HostPhase::kGreeted), its hello
+// and MASTER_PORT kept.
+void greet(JobHost& h, HelloMsg m, const std::string& peer);
+// The ready of `h`'s agent: out of turn (before the hello, or twice) a ProtocolError naming `peer`; else
+// the next phase (HostLife::ready) and the store port kept.
+void accept_ready(JobHost& h, const ReadyMsg& m, bool needs_sync, bool wants_fingerprint, const std::string& peer);
+
 class AgentStartup {
  public:
   struct Hooks {

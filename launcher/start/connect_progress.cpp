@@ -20,7 +20,7 @@ std::string agent_loss_reason(const JobHost& host, const std::string& error) {
 namespace {
 
 // Its login shell runs: asked to run the agent, and the agent not come yet.
-bool in_shell(const JobHost& h) { return h.connecting && h.shell_since.has_value(); }
+bool in_shell(const JobHost& h) { return h.life.starting() && h.shell_since.has_value(); }
 
 std::chrono::milliseconds since(std::chrono::steady_clock::time_point t, std::chrono::steady_clock::time_point now) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(now - t);
@@ -33,12 +33,12 @@ StartProgress start_progress(const std::vector<JobHost>& hosts, std::chrono::mil
   StartProgress p;
   p.hosts = hosts.size();
   for (const JobHost& h : hosts) {
-    if (!h.connecting && !h.connect_error) ++p.connected;
+    if (!h.life.starting() && !h.life.start_failed()) ++p.connected;
     if (h.hello) ++p.agents_up;
     if (in_shell(h)) {
       p.in_shell.push_back(h.name);
       p.longest_shell = std::max(p.longest_shell, since(*h.shell_since, now));
-    } else if (!h.connect_error && !(h.hello && h.ready)) {
+    } else if (!h.life.start_failed() && !h.life.ready()) {
       p.pending.push_back(h.name);
     }
   }
@@ -53,7 +53,7 @@ StartCheck check_start(const std::vector<JobHost>& hosts, std::chrono::steady_cl
   std::vector<std::string> shells_out;
   StartCheck check;
   for (const JobHost& h : hosts) {
-    if (h.hello || h.connect_error) continue;
+    if (h.hello || h.life.start_failed()) continue;
     if (!in_shell(h)) {
       stuck += (stuck.empty() ? "" : ", ") + h.name;
       continue;
@@ -107,7 +107,7 @@ std::optional<std::string> connect_failures(const std::vector<JobHost>& hosts) {
 std::string agents_missing(const std::vector<JobHost>& hosts) {
   std::string missing;
   for (const JobHost& h : hosts)
-    if (!h.hello && !h.connect_error) missing += (missing.empty() ? "" : ", ") + h.name;
+    if (!h.hello && !h.life.start_failed()) missing += (missing.empty() ? "" : ", ") + h.name;
   return missing;
 }
 
