@@ -8,6 +8,9 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # The real Horovod that tests/test_horovod.cpp runs; without its tarball those tests skip, saying why.
 "$root/scripts/horovod.sh" || echo "test.sh: Horovod is not installed (see above): the Horovod tests will skip"
 build_dir=${BUILD_DIR:-$root/build}
+# Tests that need no lab run side by side, one per core (ctest's own variable; a caller's wins); the lab
+# cases are RUN_SERIAL and run alone. Each case finds what it left by a marker of its own, never by name.
+export CTEST_PARALLEL_LEVEL=${CTEST_PARALLEL_LEVEL:-$(nproc)}
 rc=0
 ctest --test-dir "$build_dir" --output-on-failure "$@" || rc=$?
 if ((rc != 0)); then

@@ -211,7 +211,7 @@ TEST_CASE("the agent sends at most a window of unacknowledged output, then waits
   CHECK(test::wait_until_gone(marker, 2s).empty());
 }
 
-TEST_CASE("a slow interpreter holds up only its fingerprint; ranks reaped meanwhile leave it its own exit status",
+TEST_CASE("a slow interpreter holds up only its fingerprint, and ranks reaped meanwhile leave it its own exit status",
           "[integration][agent]") {
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / ("hvrun-slow-python-" + std::to_string(::getpid()));
