@@ -359,7 +359,7 @@ std::optional<fs::path> torch_metadata() {
 }  // namespace
 
 TEST_CASE("Horovod elastic under hvrun: a newcomer gets --sync's files and its fingerprint compared (another torch "
-          "named) before its first worker; Ctrl-C shows every worker's stack; --output-filename keeps each worker's",
+          "named) before its first worker, Ctrl-C shows every worker's stack, --output-filename keeps each worker's",
           "[lab][horovod][elastic]") {
   HVRUN_SKIP_WITHOUT_ELASTIC_LAB();
   const ElasticLab t(4, "elastic-newcomer-checks");
