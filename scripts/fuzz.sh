@@ -5,8 +5,6 @@
 # leak, hang over FUZZ_TIMEOUT seconds or RSS over 2 GiB is a crash: its input is copied to tests/fuzz/crashes/<target>/
 # and the script exits 1 (after running the other targets).
 #   scripts/fuzz.sh SECONDS
-#   scripts/fuzz.sh --packages-only | --build-only   (installs, or installs and builds, and runs nothing:
-#   .ci/run installs first and builds beside the plain suite)
 #   FUZZ_TARGETS="frame_decoder host_list" (a subset; default: all)
 #   FUZZ_TIMEOUT=30: seconds one input may take. Every input here parses in microseconds; the limit is
 #   generous because on a loaded 2-core machine a starved process once spent 7 s in ASan's allocator
@@ -17,14 +15,8 @@
 # sanitizer runtimes), which this script installs as root when missing.
 set -euo pipefail
 
-usage() { echo "usage: scripts/fuzz.sh SECONDS | --packages-only | --build-only   (seconds per target, a positive integer)" >&2; exit 2; }
-[[ $# -eq 1 ]] || usage
-packages_only=0 build_only=0
-case $1 in
-  --packages-only) packages_only=1 ;;
-  --build-only) build_only=1 ;;
-  *) [[ $1 =~ ^[0-9]+$ && $1 -gt 0 ]] || usage ;;
-esac
+usage() { echo "usage: scripts/fuzz.sh SECONDS   (seconds per target, a positive integer)" >&2; exit 2; }
+[[ $# -eq 1 && $1 =~ ^[0-9]+$ && $1 -gt 0 ]] || usage
 seconds=$1
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -44,7 +36,6 @@ timeout=${FUZZ_TIMEOUT:-30}
 # shellcheck source=lib/packages.sh
 source "$root/scripts/lib/packages.sh"
 ensure_packages fuzz.sh clang libclang-rt-14-dev
-((packages_only == 0)) || exit 0
 
 build_start=$SECONDS
 # The compilers are named explicitly: a build directory keeps the compiler it was first configured with.
@@ -54,10 +45,6 @@ if [[ ${FUZZ_BUILD_ALL:-0} == 1 ]]; then
   cmake --build "$build_dir" -j "${JOBS:-$(nproc)}"
 else
   cmake --build "$build_dir" -j "${JOBS:-$(nproc)}" --target hvrun_fuzzers
-fi
-if ((build_only)); then
-  echo "fuzz.sh: built in $((SECONDS - build_start)) s"
-  exit 0
 fi
 echo "fuzz.sh: built in $((SECONDS - build_start)) s; running ${#targets[@]} targets for ${seconds} s each"
 
