@@ -9,7 +9,7 @@
 //   kStarting -> kAttached -> kGreeted -> [kSyncChecking -> [kSyncing] ->] [kFingerprinting ->] kUp
 //   kStarting -> kStartFailed                   (SSH or the agent's start failed: JobHost::connect_error)
 //   kUp -> kKnocking -> kAdmitted               (Horovod elastic: its NIC chosen, its agent knocks)
-//   kStartFailed, kSyncing, kUp, kKnocking -> kRefused (Horovod elastic: never used)
+//   kStartFailed, kSyncing, kUp, kKnocking -> kRefused (Horovod elastic only: a fixed job refuses no host)
 //   any phase but kStartFailed, kRefused -> kLost (its agent went away, or arrived after the start-up)
 #include <cstddef>
 #include <string_view>
