@@ -13,6 +13,14 @@
 
 namespace hvrun {
 
+std::size_t rank0_host(const std::vector<JobHost>& hosts, const RankPlan& plan) {
+  for (std::size_t i = 0; i < hosts.size(); ++i) {
+    const HostPlan& hp = plan.hosts()[hosts[i].plan_index];
+    if (hp.first_rank == 0 && hp.local_size > 0) return i;
+  }
+  return 0;
+}
+
 JobNetwork job_network(const std::vector<JobHost>& hosts, const RankPlan& plan, const ProbeRound& round,
                        const JobServices& services) {
   JobNetwork net;

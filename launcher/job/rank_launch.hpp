@@ -26,6 +26,12 @@ struct JobServices {
   std::optional<JobNetwork::Restarts> restarts;  // --max-restarts
 };
 
+// The host (the job's index) that runs rank 0 in `plan` (it serves the store and Horovod's rendezvous);
+// 0 when none does.
+std::size_t rank0_host(const std::vector<JobHost>& hosts, const RankPlan& plan);
+// How many of `plan`'s ranks `host` runs.
+inline int ranks_on(const JobHost& host, const RankPlan& plan) { return plan.hosts()[host.plan_index].local_size; }
+
 // Each host's rank contract carries its own host's chosen NIC. Every host has an agent and a NIC.
 JobNetwork job_network(const std::vector<JobHost>& hosts, const RankPlan& plan, const ProbeRound& round,
                        const JobServices& services);
