@@ -3,7 +3,8 @@
 // the job's hosts before any rank starts: what would make ranks fail at once (a program not there, a
 // script missing) refuses the job, naming hosts and paths; any other difference (a stale script, another
 // torch, fewer GPUs than ranks) is worth a warning that names only the odd hosts out. Pure: the job
-// (launcher/job/job.cpp) collects the fingerprints and says what this decides.
+// (launcher/job/job_launch.cpp, launcher/job/elastic_admission.cpp) collects the fingerprints and says
+// what this decides.
 #include <string>
 #include <vector>
 

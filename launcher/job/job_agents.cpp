@@ -52,7 +52,7 @@ void JobAgents::on_connected() {
 // Starts the conversation with the agent of hosts[i] over `fd`. What its ranks would run is asked in
 // the same breath (the agent answers after its `ready`): the slowest host's answer is what a launch
 // whose NICs are decided at once (the probe cache) waits for. A host that must first get --sync's files
-// is asked once it has them (Job::Impl::synced).
+// is asked once it has them (JobLaunch::on_synced).
 void JobAgents::attach(std::size_t i, UniqueFd fd) {
   const bool serves_store = rank0_host(job_.hosts, job_.plan) == i;
   job_.hosts[i].life.attach();

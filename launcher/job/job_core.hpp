@@ -4,8 +4,10 @@
 // the rank output (OutputMux), one frame dispatch with one rule for exceptions, --sync (SyncRun), the
 // stall watch, the hang autopsy (HangAutopsy), what ranks are asked to run (the environment policy, the
 // working directory, the fingerprint request), and the local agents' reaping. Two policies derive from
-// it, each as JobCore<itself>: the fixed job (Job::Impl, job.cpp: --max-restarts) and Horovod's elastic
-// rounds (ElasticJob::Impl, elastic_job.cpp). A policy provides, for the core to call:
+// it, each as JobCore<itself>: the fixed job (Job::Impl, job.cpp, over job_agents, job_launch,
+// job_restarts for --max-restarts, and job_end) and Horovod's elastic rounds (ElasticJob::Impl,
+// elastic_job.cpp, over elastic_admission, elastic_workers and elastic_rounds). A policy provides, for
+// the core to call:
 //   void handle(std::size_t host, M message)  for each control message it takes (with `using
 //                                             JobCore::handle;`, and a template that refuses the rest)
 //   void check_rank_of(std::size_t host, int rank)   ProtocolError for a rank not on that host
