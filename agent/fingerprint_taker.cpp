@@ -28,10 +28,14 @@ namespace {
 // How often a child's end is looked for where the kernel has no pidfd (before 5.3).
 constexpr std::chrono::milliseconds kEndPoll{20};
 
+}  // namespace
+
+// Outside the anonymous namespace: FingerprintTaker::Impl holds it (GCC's -Wsubobject-linkage in a
+// unity build), so its name is unique in the project.
 // One fingerprint under way. Its interpreter's handle stays here until the child is reaped, also when
 // the answer went without it (the deadline).
-struct Query {
-  Query(asio::io_context& io, FingerprintRequestMsg r, FingerprintTaker::Done d, FingerprintTaker::Failed f)
+struct FingerprintQuery {
+  FingerprintQuery(asio::io_context& io, FingerprintRequestMsg r, FingerprintTaker::Done d, FingerprintTaker::Failed f)
       : request(std::move(r)), done(std::move(d)), failed(std::move(f)), deadline(io), end_poll(io) {}
 
   FingerprintRequestMsg request;
@@ -48,15 +52,13 @@ struct Query {
   bool answered = false;
 };
 
-}  // namespace
-
 struct FingerprintTaker::Impl : std::enable_shared_from_this<Impl> {
   Impl(asio::io_context& i, FingerprintRoots r) : io(i), roots(std::move(r)) {}
 
   asio::io_context& io;
   const FingerprintRoots roots;
   std::optional<asio::thread_pool> worker;  // started with the first fingerprint
-  std::set<std::shared_ptr<Query>> queries;
+  std::set<std::shared_ptr<FingerprintQuery>> queries;
 
   asio::thread_pool& pool() {
     if (!worker) worker.emplace(1);
@@ -67,7 +69,7 @@ struct FingerprintTaker::Impl : std::enable_shared_from_this<Impl> {
   // meanwhile; an exception from `work` fails the query. The worker keeps no hold on the query after
   // (the loop alone destroys it, with its I/O objects).
   template <typename Work, typename Then>
-  void off_loop(std::shared_ptr<Query> q, Work work, Then then) {
+  void off_loop(std::shared_ptr<FingerprintQuery> q, Work work, Then then) {
     auto run = [self = weak_from_this(), q = std::move(q), work = std::move(work), then = std::move(then)]() mutable {
       std::optional<decltype(work(*q))> result;
       std::string error;
@@ -90,14 +92,16 @@ struct FingerprintTaker::Impl : std::enable_shared_from_this<Impl> {
   }
 
   void take(FingerprintRequestMsg request, Done done, Failed failed) {
-    auto q = std::make_shared<Query>(io, std::move(request), std::move(done), std::move(failed));
+    auto q = std::make_shared<FingerprintQuery>(io, std::move(request), std::move(done), std::move(failed));
     queries.insert(q);
     off_loop(
-        q, [this](Query& query) { return fingerprint_files(query.request, roots); },
-        [this](const std::shared_ptr<Query>& query, FingerprintFiles files) { on_files(query, std::move(files)); });
+        q, [this](FingerprintQuery& query) { return fingerprint_files(query.request, roots); },
+        [this](const std::shared_ptr<FingerprintQuery>& query, FingerprintFiles files) {
+          on_files(query, std::move(files));
+        });
   }
 
-  void on_files(const std::shared_ptr<Query>& q, FingerprintFiles files) {
+  void on_files(const std::shared_ptr<FingerprintQuery>& q, FingerprintFiles files) {
     q->msg = std::move(files.msg);
     if (!files.interpreter) return answer(q);
     try {
@@ -121,7 +125,7 @@ struct FingerprintTaker::Impl : std::enable_shared_from_this<Impl> {
     watch_end(q);
   }
 
-  void read(const std::shared_ptr<Query>& q) {
+  void read(const std::shared_ptr<FingerprintQuery>& q) {
     q->out->async_read_some(asio::buffer(q->buffer), [this, q](auto ec, std::size_t n) {
       if (q->answered) return;
       if (!ec) {
@@ -133,7 +137,7 @@ struct FingerprintTaker::Impl : std::enable_shared_from_this<Impl> {
     });
   }
 
-  void watch_end(const std::shared_ptr<Query>& q) {
+  void watch_end(const std::shared_ptr<FingerprintQuery>& q) {
     auto look = [this, q](auto ec) {
       if (ec) return;
       if (!q->interpreter->try_wait()) return watch_end(q);
@@ -146,7 +150,7 @@ struct FingerprintTaker::Impl : std::enable_shared_from_this<Impl> {
 
   // Once the interpreter has closed its stdout and been reaped: the answer, with what it said when it
   // exited with 0. The query goes once it is answered and its child reaped.
-  void interpreter_progress(const std::shared_ptr<Query>& q) {
+  void interpreter_progress(const std::shared_ptr<FingerprintQuery>& q) {
     const std::optional<ExitStatus> status = q->interpreter->try_wait();
     if (status && q->answered) return forget(q);
     if (!status || !q->out_ended || q->answered) return;
@@ -155,17 +159,17 @@ struct FingerprintTaker::Impl : std::enable_shared_from_this<Impl> {
     q->answered = true;  // the deadline no longer applies: what remains reads files
     off_loop(
         q,
-        [](Query& query) {
+        [](FingerprintQuery& query) {
           add_interpreter_answer(query.msg, query.tail.text(), query.request.cwd);
           return 0;
         },
-        [this](const std::shared_ptr<Query>& query, int) {
+        [this](const std::shared_ptr<FingerprintQuery>& query, int) {
           query->done(std::move(query->msg));
           forget(query);
         });
   }
 
-  void answer(const std::shared_ptr<Query>& q) {
+  void answer(const std::shared_ptr<FingerprintQuery>& q) {
     if (q->answered) return;
     q->answered = true;
     q->deadline.cancel();
@@ -173,14 +177,14 @@ struct FingerprintTaker::Impl : std::enable_shared_from_this<Impl> {
     if (!q->interpreter || q->interpreter->try_wait()) forget(q);
   }
 
-  void fail(const std::shared_ptr<Query>& q, const std::string& error) {
+  void fail(const std::shared_ptr<FingerprintQuery>& q, const std::string& error) {
     q->answered = true;
     q->deadline.cancel();
     q->failed(error);
     if (!q->interpreter || q->interpreter->try_wait()) forget(q);
   }
 
-  void forget(const std::shared_ptr<Query>& q) {
+  void forget(const std::shared_ptr<FingerprintQuery>& q) {
     boost::system::error_code ignored;
     if (q->out) q->out->close(ignored);
     if (q->end) q->end->close(ignored);

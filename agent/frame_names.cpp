@@ -72,6 +72,11 @@ std::optional<RawFrame> parse_raw(std::string_view line) {
   return f;
 }
 
+
+}  // namespace
+
+// Outside the anonymous namespace: FrameNames::ElfSymbols holds it (GCC's -Wsubobject-linkage in a
+// unity build), so its name is unique in the project.
 // A regular file mapped read-only, unmapped with the object; empty when it cannot be.
 class MappedFile {
  public:
@@ -116,8 +121,6 @@ class MappedFile {
   const unsigned char* data_ = nullptr;
   std::size_t size_ = 0;
 };
-
-}  // namespace
 
 // One ELF file: its loadable segments (file offset to virtual address) and its function symbols,
 // sorted by address; those of .symtab from its separate debug file (/usr/lib/debug/.build-id/, where

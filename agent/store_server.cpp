@@ -37,9 +37,11 @@ std::optional<std::int64_t> parse_counter(const std::string& text) {
   return v;
 }
 
-class Session;
-
 }  // namespace
+
+// Outside the anonymous namespace: a type of the header's StoreServerState holds it (GCC's -Wsubobject-linkage
+// in a unity build), so its name is unique in the project.
+class StoreSession;
 
 struct StoreServerState : std::enable_shared_from_this<StoreServerState> {
   StoreServerState(asio::io_context& io, std::string t, StoreServerOptions o)
@@ -54,20 +56,18 @@ struct StoreServerState : std::enable_shared_from_this<StoreServerState> {
   StoreServerOptions options;
   std::unordered_map<std::string, std::string> data;
   // Sessions whose pending get/wait misses the key. Entries leave when the key is set or the request ends.
-  std::unordered_map<std::string, std::vector<std::weak_ptr<Session>>> watchers;
-  std::unordered_set<std::shared_ptr<Session>> sessions;
+  std::unordered_map<std::string, std::vector<std::weak_ptr<StoreSession>>> watchers;
+  std::unordered_set<std::shared_ptr<StoreSession>> sessions;
   bool closed = false;
 
   void accept(tcp::socket socket);
   void notify(const std::string& key);
-  void unwatch(const std::string& key, const Session* s);
+  void unwatch(const std::string& key, const StoreSession* s);
 };
 
-namespace {
-
-class Session : public std::enable_shared_from_this<Session> {
+class StoreSession : public std::enable_shared_from_this<StoreSession> {
  public:
-  Session(std::shared_ptr<StoreServerState> server, tcp::socket socket, std::string peer)
+  StoreSession(std::shared_ptr<StoreServerState> server, tcp::socket socket, std::string peer)
       : server_(std::move(server)),
         socket_(std::move(socket)),
         timer_(server_->io),
@@ -81,7 +81,7 @@ class Session : public std::enable_shared_from_this<Session> {
     store::Message hello{.kind = store::Kind::kHello, .number = store::kProtocolVersion};
     hello.data = nonce_;
     send(hello);
-    arm_timer(server_->options.auth_timeout, [](Session& s) {
+    arm_timer(server_->options.auth_timeout, [](StoreSession& s) {
       if (!s.authenticated_)
         s.close("did not authenticate within " + seconds_text(s.server_->options.auth_timeout), false);
     });
@@ -167,7 +167,7 @@ class Session : public std::enable_shared_from_this<Session> {
         if (m.items.empty()) return reply_error(std::string(store::op_name(m.op)) + " takes at least one key");
         const auto timeout = std::min(std::chrono::milliseconds(m.timeout_ms), store::kMaxRequestTimeout);
         pending_ = std::move(m);
-        arm_timer(timeout, [](Session& s) { s.time_out(); });
+        arm_timer(timeout, [](StoreSession& s) { s.time_out(); });
         return try_complete();
       }
       case store::Op::kAdd: {
@@ -327,13 +327,11 @@ class Session : public std::enable_shared_from_this<Session> {
   bool closed_ = false;
 };
 
-}  // namespace
-
 void StoreServerState::accept(tcp::socket socket) {
   boost::system::error_code peer_ec;
   const auto remote = socket.remote_endpoint(peer_ec);
   const std::string peer = peer_ec ? std::string("an unknown peer") : endpoint_text(remote);
-  auto session = std::make_shared<Session>(shared_from_this(), std::move(socket), peer);
+  auto session = std::make_shared<StoreSession>(shared_from_this(), std::move(socket), peer);
   sessions.insert(session);
   session->start();
 }
@@ -347,10 +345,10 @@ void StoreServerState::notify(const std::string& key) {
     if (auto s = weak.lock()) s->key_set(key);
 }
 
-void StoreServerState::unwatch(const std::string& key, const Session* s) {
+void StoreServerState::unwatch(const std::string& key, const StoreSession* s) {
   auto it = watchers.find(key);
   if (it == watchers.end()) return;
-  std::erase_if(it->second, [s](const std::weak_ptr<Session>& w) {
+  std::erase_if(it->second, [s](const std::weak_ptr<StoreSession>& w) {
     auto locked = w.lock();
     return !locked || locked.get() == s;
   });
@@ -391,7 +389,7 @@ void StoreServer::close() {
   if (state_->closed) return;
   state_->closed = true;
   state_->listener->close();
-  // Session::close erases itself from the set, so walk a copy.
+  // StoreSession::close erases itself from the set, so walk a copy.
   auto sessions = state_->sessions;
   for (const auto& s : sessions) s->close("store closed", false);
   state_->sessions.clear();

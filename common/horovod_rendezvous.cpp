@@ -47,9 +47,11 @@ constexpr std::size_t kKnockMaxBody = HorovodRendezvous::kKnockTokenSize;
 constexpr std::size_t kKnockMaxStrangers = 64;
 constexpr std::chrono::milliseconds kKnockRequestTimeout{2000};
 
-class HttpSession;
-
 }  // namespace
+
+// Outside the anonymous namespace: a type of the header's HorovodRendezvousState holds it (GCC's -Wsubobject-linkage
+// in a unity build), so its name is unique in the project.
+class HttpSession;
 
 struct HorovodRendezvousState : std::enable_shared_from_this<HorovodRendezvousState> {
   HorovodRendezvousState(asio::io_context& io, HorovodRendezvousOptions o)
@@ -77,8 +79,6 @@ struct HorovodRendezvousState : std::enable_shared_from_this<HorovodRendezvousSt
   void refuse(const std::string& peer, const std::string& why);
   void erase(const std::string& key);
 };
-
-namespace {
 
 class HttpSession : public std::enable_shared_from_this<HttpSession> {
  public:
@@ -277,8 +277,6 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   bool knock_only_;           // a peer not allowed, while a knock is expected
   bool closed_ = false;
 };
-
-}  // namespace
 
 void HorovodRendezvousState::accept(tcp::socket socket) {
   boost::system::error_code peer_ec;

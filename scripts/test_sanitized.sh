@@ -7,5 +7,6 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export BUILD_DIR=${BUILD_DIR:-$root/build-asan}
 export CMAKE_ARGS="-DHVRUN_SANITIZE=ON ${CMAKE_ARGS:-}"
-# The reference runs of other launchers (the real horovodrun) run no hvrun code: scripts/test.sh runs them.
-exec "$root/scripts/test.sh" -E "Horovod elastic reference" "$@"
+# The reference runs of other launchers (the real horovodrun: the elastic reference and the Horovod anchor)
+# run no hvrun code: scripts/test.sh runs them.
+exec "$root/scripts/test.sh" -E "Horovod elastic reference|Horovod anchor" "$@"

@@ -30,6 +30,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -77,12 +78,19 @@ const char* const kReinit =
     R"(elastic mode reinitialization complete, updated rank: \d+ -> \d+ size: (\d+) -> (\d+))";
 
 // Bounds of each wait. The lab cases' jobs run kIters iterations: long enough that the job is still
-// training when the changes are made and seen (about 10 iterations in under the real horovodrun in the lab;
-// more under hvrun if its new agent is slower to join), short enough to end soon (0.5-2 s an iteration).
+// training when the changes are made and seen, short enough to end soon (0.3-1.3 s an iteration, 2 or 3
+// ranks on 2 cores). Measured with Job::met's lines (2026-12-06, under a parallel build): a newcomer joins
+// 1-3 s after the discovery script lists it, by iteration 5 (under the real horovodrun by iteration 3); a
+// host cut off or a worker stopped holds the others in their collectives until hvrun resets the world, so
+// they do not run out of iterations meanwhile. A newcomer left out is named only after hvrun's own
+// timeouts (10-15 s, iteration 13-15) while the others train on: those cases run kLeftOutIters.
 constexpr auto kStepTimeout = 180s;
 constexpr auto kJobTimeout = 420s;
-constexpr int kIters = 80;
-constexpr int kReferenceIters = 60;
+constexpr int kIters = 40;
+constexpr int kLeftOutIters = 80;
+// A host lost, then back: the loss, the blacklist cooldown and the return took 37 s (iteration 2 to 9).
+constexpr int kReturnIters = 160;
+constexpr int kReferenceIters = 40;
 
 std::string regex_escape(const std::string& s) {
   static const std::regex special(R"([.^$|()\[\]{}*+?\\])");
@@ -204,10 +212,10 @@ class Job {
   void await(const std::string& what, std::chrono::milliseconds timeout, const std::function<bool()>& done) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     for (;;) {
-      if (done()) return;
+      if (done()) return met(what);
       if (is_zombie_or_gone(p_.pid())) {
         p_.pump_for(500ms);  // what it printed last
-        if (done()) return;
+        if (done()) return met(what);
         auto r = p_.wait(10s);
         FAIL("the job ended (exit code " << r.exit_code << ") before " << what << "\n" << transcript(r.out, r.err));
       }
@@ -231,7 +239,16 @@ class Job {
   void signal(int sig) { p_.signal(sig); }
 
  private:
+  // When each awaited event came, on stderr (ctest keeps it): the figures that each case's iteration
+  // count (kIters) is sized from.
+  void met(const std::string& what) const {
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started_);
+    std::fprintf(stderr, "elastic lab: %s after %.1f s, at iteration %d\n", what.c_str(), ms.count() / 1000.0,
+                 iterations());
+  }
+
   ChildProcess p_;
+  std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
 };
 
 // Processes of host i that carry `marker`, polled: /proc/PID/environ reads empty while a process execs.
@@ -288,9 +305,9 @@ struct ElasticLab {
   }
   // hvrun on hosts 1 and 2, one slot each (fast on 2 cores); once they trained 2 iterations, the
   // discovery script lists host 3 too.
-  std::unique_ptr<Job> two_then_third(std::vector<std::string> extra = {}) const {
+  std::unique_ptr<Job> two_then_third(std::vector<std::string> extra = {}, int iters = kIters) const {
     discovery.set_hosts({host(1) + ":1", host(2) + ":1"});
-    auto job = std::make_unique<Job>(hvrun(2, std::move(extra)));
+    auto job = std::make_unique<Job>(hvrun(2, std::move(extra), iters));
     job->await("2 iterations on the first 2 ranks", kStepTimeout, [&] { return job->iterations() >= 2; });
     discovery.set_hosts({host(1) + ":1", host(2) + ":1", host(3) + ":1"});
     return job;
@@ -541,7 +558,7 @@ TEST_CASE("Horovod elastic under hvrun: a host lost, then back after its blackli
   t.discovery.set_hosts({t.host(1) + ":1", t.host(2) + ":1", h3 + ":1"});
   // Long enough for the loss (5 s), the cooldown (3-4 s) and the return (a new agent, probes, a knock,
   // the new rank's start) while the others train.
-  Job job(t.hvrun(3, {"--heartbeat-timeout", "5", "--blacklist-cooldown-range", "3", "4"}, 2 * kIters));
+  Job job(t.hvrun(3, {"--heartbeat-timeout", "5", "--blacklist-cooldown-range", "3", "4"}, kReturnIters));
   job.await("2 iterations on 3 ranks", kStepTimeout, [&] { return job.iterations() >= 2; });
   REQUIRE(t.lab.control({"cut", "3"}) == 0);
   job.await(h3 + " lost", kStepTimeout, [&] { return has(job.err(), lost_pattern(regex_escape(h3))); });
@@ -572,7 +589,7 @@ TEST_CASE("Horovod elastic under hvrun: a newcomer whose NICs no member reaches 
   // NICs passes the probes.
   REQUIRE(lab.control({"oneway", "3", "1"}) == 0);
   REQUIRE(lab.control({"oneway", "3", "2"}) == 0);
-  const auto started = t.two_then_third();
+  const auto started = t.two_then_third({}, kLeftOutIters);
   Job& job = *started;
   job.await(h3 + " left out", kStepTimeout, [&] { return job.err().find(left_out_line(h3)) != std::string::npos; });
   auto r = job.finish(kJobTimeout);
@@ -624,7 +641,7 @@ TEST_CASE("Horovod elastic under hvrun: a newcomer whose connections to the laun
   // Host 0 (hvrun's) drops every connection host 3 opens to it; SSH from host 0 to host 3 works, and
   // host 3 reaches hosts 1 and 2, so it passes its probes: only its knock shows the problem.
   REQUIRE(lab.control({"oneway", "0", "3"}) == 0);
-  const auto started = t.two_then_third();
+  const auto started = t.two_then_third({}, kLeftOutIters);
   Job& job = *started;
   job.await(h3 + " left out", kStepTimeout, [&] { return job.err().find(left_out_line(h3)) != std::string::npos; });
   auto r = job.finish(kJobTimeout);

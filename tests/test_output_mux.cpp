@@ -9,9 +9,12 @@
 
 #include "common/error.hpp"
 #include "launcher/output/output_mux.hpp"
+#include "tests/support/file_text.hpp"
 
 using namespace hvrun;
 using namespace std::chrono_literals;
+
+using hvrun::test::slurp;
 
 namespace {
 // Captures what the mux writes to "stdout" and "stderr" through pipes.
@@ -33,12 +36,6 @@ struct Capture {
     return s;
   }
 };
-std::string slurp(const std::filesystem::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 }  // namespace
 
 TEST_CASE("output lines get rank and stream prefixes and never mix", "[output]") {

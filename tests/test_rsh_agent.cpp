@@ -16,6 +16,7 @@
 #include "tests/support/child_process.hpp"
 #include "tests/support/lab.hpp"
 #include "tests/support/lab_hvrun.hpp"
+#include "tests/support/file_text.hpp"
 
 using namespace hvrun::test;
 using namespace std::chrono_literals;
@@ -35,12 +36,6 @@ std::vector<std::string> hvrun_rsh(const Lab& lab, const TempHome& home, const s
   return lab.on_host(0, cmd);
 }
 
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 }  // namespace
 

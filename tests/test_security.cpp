@@ -14,6 +14,7 @@
 #include "tests/support/child_process.hpp"
 #include "tests/support/lab.hpp"
 #include "tests/support/lab_hvrun.hpp"
+#include "tests/support/file_text.hpp"
 
 using namespace hvrun::test;
 using namespace std::chrono_literals;
@@ -21,12 +22,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 // Every process's argv and environment that holds `needle`, as "PID cmdline|environ".
 std::vector<std::string> processes_holding(const std::string& needle) {

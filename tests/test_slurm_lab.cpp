@@ -16,6 +16,7 @@
 #include "tests/support/lab.hpp"
 #include "tests/support/lab_hvrun.hpp"
 #include "tests/support/slurm_cluster.hpp"
+#include "tests/support/file_text.hpp"
 
 using namespace hvrun::test;
 using namespace std::chrono_literals;
@@ -23,12 +24,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 // Polls until `path` holds `needle` `count` times, or the timeout passes.
 bool wait_for_file(const fs::path& path, const std::string& needle, int count, std::chrono::milliseconds timeout) {
