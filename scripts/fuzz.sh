@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds hvrun's libFuzzer targets (tests/fuzz/) with clang, ASan and UBSan into build-fuzz/, then runs
-# each for SECONDS, one after the other, on a temporary copy of its seed corpus (the committed corpus
+# each for SECONDS, one per core at a time (FUZZ_JOBS), on a temporary copy of its seed corpus (the committed corpus
 # does not grow). Prints per target the executions and whether it crashed. A crash, sanitizer report,
 # leak, hang over FUZZ_TIMEOUT seconds or RSS over 2 GiB is a crash: its input is copied to tests/fuzz/crashes/<target>/
 # and the script exits 1 (after running the other targets).
@@ -51,18 +51,36 @@ echo "fuzz.sh: built in $((SECONDS - build_start)) s; running ${#targets[@]} tar
 work=$(mktemp -d "${TMPDIR:-/tmp}/hvrun-fuzz.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
+# One target: its exit status and seconds go to files of its own, read by the loop below.
+fuzz_one() { # TARGET
+  local t=$1 rc=0 start=$SECONDS
+  mkdir -p "$work/$t/corpus" "$work/$t/artifacts"
+  cp -R "$fuzz_dir/corpus/$t/." "$work/$t/corpus/"
+  local args=(-max_total_time="$seconds" -timeout="$timeout" -rss_limit_mb=2048 -print_final_stats=1
+              -artifact_prefix="$work/$t/artifacts/")
+  [[ -f $fuzz_dir/$t.dict ]] && args+=(-dict="$fuzz_dir/$t.dict")
+  "$build_dir/tests/fuzz/fuzz_$t" "${args[@]}" "$work/$t/corpus" >"$work/$t/log" 2>&1 || rc=$?
+  echo "$rc" >"$work/$t/rc"
+  echo $((SECONDS - start)) >"$work/$t/took"
+}
+
+# Each target is one process on one core, so FUZZ_JOBS (default: one per core) run at once: each still
+# gets its SECONDS.
+jobs_at_once=${FUZZ_JOBS:-$(nproc)}
+[[ $jobs_at_once =~ ^[0-9]+$ && $jobs_at_once -gt 0 ]] || { echo "fuzz.sh: FUZZ_JOBS must be a positive integer" >&2; exit 2; }
+running=0
+for t in "${targets[@]}"; do
+  if ((running >= jobs_at_once)); then wait -n || true; running=$((running - 1)); fi
+  fuzz_one "$t" &
+  running=$((running + 1))
+done
+wait
+
 status=0
 summary=()
 for t in "${targets[@]}"; do
-  mkdir -p "$work/$t/corpus" "$work/$t/artifacts"
-  cp -R "$fuzz_dir/corpus/$t/." "$work/$t/corpus/"
-  args=(-max_total_time="$seconds" -timeout="$timeout" -rss_limit_mb=2048 -print_final_stats=1
-        -artifact_prefix="$work/$t/artifacts/")
-  [[ -f $fuzz_dir/$t.dict ]] && args+=(-dict="$fuzz_dir/$t.dict")
-  start=$SECONDS
-  rc=0
-  "$build_dir/tests/fuzz/fuzz_$t" "${args[@]}" "$work/$t/corpus" >"$work/$t/log" 2>&1 || rc=$?
-  took=$((SECONDS - start))
+  rc=$(cat "$work/$t/rc" 2>/dev/null || echo "?")
+  took=$(cat "$work/$t/took" 2>/dev/null || echo 0)
   # The final stats when libFuzzer got to print them, else its last status line (#EXECS ...).
   execs=$(sed -n 's/^stat::number_of_executed_units: *\([0-9]*\).*/\1/p' "$work/$t/log" | tail -n 1)
   [[ -n $execs ]] || execs=$(sed -n 's/^#\([0-9][0-9]*\).*/\1/p' "$work/$t/log" | tail -n 1)
@@ -71,7 +89,7 @@ for t in "${targets[@]}"; do
   for f in "$work/$t/artifacts"/*; do
     [[ -f $f && $(basename "$f") != slow-unit-* ]] && found+=("$f")
   done
-  if ((rc != 0 || ${#found[@]})); then
+  if [[ $rc != 0 ]] || ((${#found[@]})); then
     status=1
     echo "---- fuzz_$t: last lines of its log ----" >&2
     tail -n 40 "$work/$t/log" >&2
