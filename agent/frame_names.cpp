@@ -72,7 +72,6 @@ std::optional<RawFrame> parse_raw(std::string_view line) {
   return f;
 }
 
-
 }  // namespace
 
 // Outside the anonymous namespace: FrameNames::ElfSymbols holds it (GCC's -Wsubobject-linkage in a

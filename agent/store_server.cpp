@@ -39,8 +39,8 @@ std::optional<std::int64_t> parse_counter(const std::string& text) {
 
 }  // namespace
 
-// Outside the anonymous namespace: a type of the header's StoreServerState holds it (GCC's -Wsubobject-linkage
-// in a unity build), so its name is unique in the project.
+// Outside the anonymous namespace: StoreServerState, which the header declares, holds it (GCC's
+// -Wsubobject-linkage in a unity build), so its name is unique in the project.
 class StoreSession;
 
 struct StoreServerState : std::enable_shared_from_this<StoreServerState> {

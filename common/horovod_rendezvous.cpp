@@ -49,8 +49,8 @@ constexpr std::chrono::milliseconds kKnockRequestTimeout{2000};
 
 }  // namespace
 
-// Outside the anonymous namespace: a type of the header's HorovodRendezvousState holds it (GCC's -Wsubobject-linkage
-// in a unity build), so its name is unique in the project.
+// Outside the anonymous namespace: HorovodRendezvousState, which the header declares, holds it (GCC's
+// -Wsubobject-linkage in a unity build), so its name is unique in the project.
 class HttpSession;
 
 struct HorovodRendezvousState : std::enable_shared_from_this<HorovodRendezvousState> {

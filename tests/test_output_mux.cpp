@@ -3,9 +3,7 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
 #include <regex>
-#include <sstream>
 
 #include "common/error.hpp"
 #include "launcher/output/output_mux.hpp"

@@ -9,14 +9,13 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "common/error.hpp"
 #include "launcher/cli/launch_options.hpp"
 #include "tests/support/child_process.hpp"
+#include "tests/support/file_text.hpp"
 #include "tests/support/lab.hpp"
 #include "tests/support/lab_hvrun.hpp"
-#include "tests/support/file_text.hpp"
 
 using namespace hvrun::test;
 using namespace std::chrono_literals;
@@ -35,7 +34,6 @@ std::vector<std::string> hvrun_rsh(const Lab& lab, const TempHome& home, const s
   cmd.insert(cmd.end(), args.begin(), args.end());
   return lab.on_host(0, cmd);
 }
-
 
 }  // namespace
 

@@ -9,19 +9,17 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
-#include <sstream>
 
 #include "tests/support/child_process.hpp"
+#include "tests/support/file_text.hpp"
 #include "tests/support/lab.hpp"
 #include "tests/support/lab_hvrun.hpp"
-#include "tests/support/file_text.hpp"
 
 using namespace hvrun::test;
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
 namespace {
-
 
 // Every process's argv and environment that holds `needle`, as "PID cmdline|environ".
 std::vector<std::string> processes_holding(const std::string& needle) {

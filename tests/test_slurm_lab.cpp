@@ -9,21 +9,19 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
-#include <sstream>
 #include <thread>
 
 #include "tests/support/child_process.hpp"
+#include "tests/support/file_text.hpp"
 #include "tests/support/lab.hpp"
 #include "tests/support/lab_hvrun.hpp"
 #include "tests/support/slurm_cluster.hpp"
-#include "tests/support/file_text.hpp"
 
 using namespace hvrun::test;
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
 namespace {
-
 
 // Polls until `path` holds `needle` `count` times, or the timeout passes.
 bool wait_for_file(const fs::path& path, const std::string& needle, int count, std::chrono::milliseconds timeout) {
