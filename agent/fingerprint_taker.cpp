@@ -7,11 +7,13 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/asio/thread_pool.hpp>
+#include <atomic>
 #include <chrono>
+#include <list>
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/byte_tail.hpp"
@@ -57,12 +59,25 @@ struct FingerprintTaker::Impl : std::enable_shared_from_this<Impl> {
 
   asio::io_context& io;
   const FingerprintRoots roots;
-  std::optional<asio::thread_pool> worker;  // started with the first fingerprint
+  // One thread per piece of work, which ends with it: an idle thread waiting for more would have to be
+  // woken and scheduled for the agent to exit, and at the end of a large job every agent on a busy host
+  // exits at once (32 lab hosts on 2 cores: 30 ms longer teardowns, docs/BENCHMARKS.md). A finished
+  // thread is joined when the next one starts, or by the destructor.
+  struct Worker {
+    std::shared_ptr<std::atomic<bool>> finished = std::make_shared<std::atomic<bool>>(false);
+    std::jthread thread;
+  };
+  std::list<Worker> workers;
   std::set<std::shared_ptr<FingerprintQuery>> queries;
 
-  asio::thread_pool& pool() {
-    if (!worker) worker.emplace(1);
-    return *worker;
+  template <typename Task>
+  void start_worker(Task task) {
+    std::erase_if(workers, [](const Worker& w) { return w.finished->load(); });  // their threads are joined
+    Worker& w = workers.emplace_back();
+    w.thread = std::jthread([task = std::move(task), finished = w.finished]() mutable {
+      task();
+      finished->store(true);
+    });
   }
 
   // Runs `work` on the worker, then `then` with its result on the loop, unless the taker has gone
@@ -88,7 +103,7 @@ struct FingerprintTaker::Impl : std::enable_shared_from_this<Impl> {
         taker->fail(q, error);
       });
     };
-    asio::post(pool(), std::move(run));
+    start_worker(std::move(run));
   }
 
   void take(FingerprintRequestMsg request, Done done, Failed failed) {
@@ -202,11 +217,8 @@ FingerprintTaker::FingerprintTaker(asio::io_context& io, FingerprintRoots roots)
     : impl_(std::make_shared<Impl>(io, std::move(roots))) {}
 
 FingerprintTaker::~FingerprintTaker() {
-  // The worker first (what it has not begun is dropped): once joined, nothing of it touches the queries.
-  if (impl_->worker) {
-    impl_->worker->stop();
-    impl_->worker->join();
-  }
+  // The workers first: once joined, nothing of them touches the queries.
+  impl_->workers.clear();
 }
 
 void FingerprintTaker::take(FingerprintRequestMsg request, Done done, Failed failed) {

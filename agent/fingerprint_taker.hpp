@@ -1,7 +1,7 @@
 #pragma once
 // The agent's fingerprints (agent/fingerprint.hpp), taken without holding up its event loop, which
 // answers probes and heartbeats meanwhile: the files are read and hashed on a worker thread of the
-// taker's own; the interpreter runs as a child on the loop (its stdout read there, its end awaited on a
+// taker's own (one per piece of work, ending with it); the interpreter runs as a child on the loop (its stdout read there, its end awaited on a
 // pidfd), the whole run within kInterpreterTimeout; the package metadata along its sys.path is read on
 // the worker again. A host whose interpreter is slow to start costs its fingerprint that time, nothing
 // else.
@@ -22,8 +22,8 @@ class FingerprintTaker {
   using Done = std::function<void(FingerprintMsg)>;
   using Failed = std::function<void(const std::string& error)>;
   explicit FingerprintTaker(boost::asio::io_context& io, FingerprintRoots roots = {});
-  // An interpreter still running is killed and not waited for (Child::kill_without_waiting); the
-  // worker finishes the file it reads and is joined.
+  // An interpreter still running is killed and not waited for (Child::kill_without_waiting); a worker
+  // still reading finishes its piece of work and is joined.
   ~FingerprintTaker();
   FingerprintTaker(const FingerprintTaker&) = delete;
   FingerprintTaker& operator=(const FingerprintTaker&) = delete;

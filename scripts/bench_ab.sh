@@ -14,7 +14,10 @@
 # (its local agent and ranks, `ssh -G`), hvrun's own CPU, peak RSS, and hvrun's --verbose phases
 # (connect, agents up, probe), with B/A ratios; the 1-minute load average before and after each size.
 # Environment: BENCH_AB_HOSTS (default "8 32"), BENCH_AB_REPS (default 5), BENCH_AB_SLOTS (default 2),
-# BENCH_TIMEOUT (seconds per run, default 180), LAB_PREFIX (default hvab), LAB_PORT (default 2222).
+# BENCH_TIMEOUT (seconds per run, default 180), LAB_PREFIX (default hvab), LAB_PORT (default 2222),
+# BENCH_AB_SETTLE (default 1.5): before each round the 1-minute load average must fall below it (at most
+# 5 minutes; a lab of 32 hosts raises it while its sshds start, and back-to-back runs raise it themselves),
+# so that every figure is taken on a quiet machine; the highest load a round started at is printed.
 # Exit status: 0 when every run ran, 1 when some failed (each failure's stderr tail is printed).
 set -euo pipefail
 
@@ -24,6 +27,7 @@ b_dir=$(cd "${2:?usage: bench_ab.sh A_DIR B_DIR}" && pwd)
 sizes=${BENCH_AB_HOSTS:-8 32}
 reps=${BENCH_AB_REPS:-5}
 slots=${BENCH_AB_SLOTS:-2}
+settle_below=${BENCH_AB_SETTLE:-1.5}
 run_timeout=${BENCH_TIMEOUT:-180}
 export LAB_PREFIX=${LAB_PREFIX:-hvab} LAB_PORT=${LAB_PORT:-2222}
 lab=$root/scripts/lab.sh
@@ -52,6 +56,17 @@ metrics=$work/metrics.tsv # KEY<TAB>VALUE
 failures=0
 put() { printf '%s\t%s\n' "$1" "$2" >>"$metrics"; }
 load1() { cut -d' ' -f1 /proc/loadavg; }
+# Waits (at most 300 s) until the 1-minute load average is below $settle_below; records the load the
+# round starts at, so that the highest one can be printed with the size's rows.
+settle() { # KEY
+  local waited=0
+  while awk "BEGIN { exit !($(load1) >= $settle_below) }" && ((waited < 300)); do
+    sleep 5
+    waited=$((waited + 5))
+  done
+  put "$1.load" "$(load1)"
+}
+maxof() { awk -F'\t' -v k="$1" '$1 == k && $2 > m { m = $2 } END { printf "%s", m }' "$metrics"; }
 
 run_one() { # TAG KEY DIR N
   local tag=$1 key=$2 dir=$3 n=$4 f=$work/$1 list i line v name
@@ -96,6 +111,7 @@ for n in $sizes; do
   run_one "warm-a-$n" "warm.$n.a" "$a_dir" "$n" || true
   run_one "warm-b-$n" "warm.$n.b" "$b_dir" "$n" || true
   for ((rep = 1; rep <= reps; rep++)); do
+    settle "$n"
     order=(a b)
     ((rep % 2)) || order=(b a)
     for which in "${order[@]}"; do
@@ -109,7 +125,8 @@ for n in $sizes; do
   "$lab" down >"$work/down.log" 2>&1 || { cat "$work/down.log" >&2; die "lab down failed"; }
   for which in a b; do
     k=$n.$which
-    rows+=("| $n x $slots | $which | $(med "$k.wall") | $(med "$k.cpu") | $(med "$k.self") | $(med "$k.rss") | $(med "$k.connect") | $(med "$k.agents_up") | $(med "$k.probe") | $load_before → $load_after |")
+    say "$n hosts $which, every wall time (ms): $(awk -F'\t' -v k="$k.wall" '$1 == k { printf "%s ", $2 }' "$metrics")"
+    rows+=("| $n x $slots | $which | $(med "$k.wall") | $(med "$k.cpu") | $(med "$k.self") | $(med "$k.rss") | $(med "$k.connect") | $(med "$k.agents_up") | $(med "$k.probe") | $load_before → $load_after (rounds began at ≤ $(maxof "$n.load")) |")
   done
   rows+=("| $n x $slots | B/A | $(ratio "$(med "$n.a.wall")" "$(med "$n.b.wall")") | $(ratio "$(med "$n.a.cpu")" "$(med "$n.b.cpu")") | $(ratio "$(med "$n.a.self")" "$(med "$n.b.self")") | $(ratio "$(med "$n.a.rss")" "$(med "$n.b.rss")") | | | | |")
 done
