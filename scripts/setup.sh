@@ -11,6 +11,8 @@ build_dir=${BUILD_DIR:-$root/build}
 packages=(
   # build
   cmake ninja-build g++ pkg-config
+  # the test program's objects, compiled once for the plain and the sanitized builds (tests/CMakeLists.txt)
+  ccache
   # libraries (all from Debian; nothing vendored)
   libssh-dev libboost-dev libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev catch2 libgloo-dev libssl-dev libyaml-cpp-dev
   # tests and the network-namespace lab

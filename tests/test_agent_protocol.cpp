@@ -15,6 +15,7 @@
 #include "common/job_secret.hpp"
 #include "hvrun/version.hpp"
 #include "launcher/start/local_agent.hpp"
+#include "tests/support/build_paths.hpp"
 #include "tests/support/child_process.hpp"
 
 using namespace hvrun;
@@ -24,7 +25,7 @@ namespace {
 
 class AgentDriver {
  public:
-  AgentDriver() : agent_(std::string(HVRUN_BIN_DIR) + "/hvrun-agent"), fd_(agent_.take_channel()) {}
+  AgentDriver() : agent_(std::string(hvrun::test::build().bin_dir) + "/hvrun-agent"), fd_(agent_.take_channel()) {}
 
   void send(const ControlMessage& m) {
     const std::string f = encode_frame(FrameType::kControl, encode_control(m));

@@ -10,6 +10,7 @@
 #include <set>
 #include <tuple>
 
+#include "tests/support/build_paths.hpp"
 #include "tests/support/child_process.hpp"
 #include "tests/support/lab.hpp"
 #include "tests/support/lab_hvrun.hpp"
@@ -37,10 +38,10 @@ std::vector<std::string> all_matches(const std::string& text, const std::regex& 
 
 TEST_CASE("hvrun-agent needs no shared library but glibc's and names the oldest glibc it runs on",
           "[integration]") {
-#ifndef HVRUN_AGENT_SELF_CONTAINED
-  WARN("skipped: this build (sanitizers or fuzzing) links hvrun-agent with the shared C++ runtime");
-  return;
-#endif
+if (!build().agent_self_contained) {
+    WARN("skipped: this build (sanitizers or fuzzing) links hvrun-agent with the shared C++ runtime");
+    return;
+  }
   const std::string agent = agent_path();
   auto dynamic = run({"/usr/bin/readelf", "--dynamic", "--wide", agent}, 30s);
   INFO(dynamic.out << dynamic.err);
@@ -79,7 +80,7 @@ TEST_CASE("hvrun-agent needs no shared library but glibc's and names the oldest 
 TEST_CASE("the crash handler preloaded into ranks needs only libc, and no newer glibc than the agent",
           "[integration]") {
   // Built in every configuration, never sanitized: it runs inside the ranks' programs.
-  const std::string library = HVRUN_CRASH_LIBRARY;
+  const std::string library = build().crash_library;
   auto dynamic = run({"/usr/bin/readelf", "--dynamic", "--wide", library}, 30s);
   INFO(dynamic.out << dynamic.err);
   REQUIRE(dynamic.exit_code == 0);
@@ -101,10 +102,10 @@ TEST_CASE("the crash handler preloaded into ranks needs only libc, and no newer 
 
 TEST_CASE("a host whose sshd cannot see libstdc++ or spdlog or fmt runs ranks", "[lab]") {
   HVRUN_SKIP_WITHOUT_LAB();
-#ifndef HVRUN_AGENT_SELF_CONTAINED
-  WARN("skipped: this build (sanitizers or fuzzing) links hvrun-agent with the shared C++ runtime");
-  return;
-#endif
+if (!build().agent_self_contained) {
+    WARN("skipped: this build (sanitizers or fuzzing) links hvrun-agent with the shared C++ runtime");
+    return;
+  }
   // The files hvrun itself loads them from (ldd: "libfmt.so.9 => /lib/.../libfmt.so.9 (0x...)").
   auto ldd = run({"/usr/bin/ldd", hvrun_bin()}, 30s);
   REQUIRE(ldd.exit_code == 0);

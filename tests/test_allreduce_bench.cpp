@@ -5,6 +5,7 @@
 
 #include <sstream>
 
+#include "tests/support/build_paths.hpp"
 #include "tests/support/child_process.hpp"
 #include "tests/support/served_store.hpp"
 
@@ -13,8 +14,8 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::string bench_bin() { return std::string(HVRUN_COLLECTIVES_BIN_DIR) + "/hvrun-allreduce-bench"; }
-std::string c_example_bin() { return std::string(HVRUN_COLLECTIVES_BIN_DIR) + "/hvrun-collectives-c-example"; }
+std::string bench_bin() { return std::string(build().collectives_bin_dir) + "/hvrun-allreduce-bench"; }
+std::string c_example_bin() { return std::string(build().collectives_bin_dir) + "/hvrun-collectives-c-example"; }
 
 std::vector<std::string> rank_env(const ServedStore& served, int rank, int size) {
   std::vector<std::string> env = served.env();

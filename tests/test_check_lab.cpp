@@ -152,7 +152,7 @@ TEST_CASE("check-only output stays readable at 12 and 32 lab hosts and shows a o
       fs::copy_file(png, keep, fs::copy_options::overwrite_existing);
     const auto pixel = [&](const std::string& x, const std::string& y) {
       auto px = run(
-          {"/usr/bin/python3", std::string(HVRUN_SOURCE_DIR) + "/tests/support/png_pixel.py", png.string(), x, y}, 60s);
+          {"/usr/bin/python3", source_dir() + "/tests/support/png_pixel.py", png.string(), x, y}, 60s);
       INFO("pixel at " << x << "," << y << ": " << px.out << px.err);
       CHECK(px.exit_code == 0);
       std::array<int, 3> rgb{};

@@ -9,6 +9,8 @@
 #include "common/invariant.hpp"
 #include "launcher/elastic/elastic_phase.hpp"
 
+#include "tests/support/build_paths.hpp"
+
 using hvrun::ElasticPhase;
 using Phase = ElasticPhase::Phase;
 using Event = ElasticPhase::Event;
@@ -91,7 +93,7 @@ TEST_CASE("elastic phase: the failure of the discovery script is fatal only on i
 }
 
 TEST_CASE("elastic phase: docs/DESIGN.md shows the driver's table as the code has it", "[elastic][phase]") {
-  std::ifstream in(std::filesystem::path(HVRUN_SOURCE_DIR) / "docs/DESIGN.md");
+  std::ifstream in(std::filesystem::path(hvrun::test::build().source_dir) / "docs/DESIGN.md");
   REQUIRE(in);
   std::stringstream design;
   design << in.rdbuf();

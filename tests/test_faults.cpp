@@ -15,6 +15,7 @@
 #include <sstream>
 #include <thread>
 
+#include "tests/support/build_paths.hpp"
 #include "tests/support/child_process.hpp"
 #include "tests/support/lab.hpp"
 #include "tests/support/lab_hvrun.hpp"
@@ -32,11 +33,7 @@ constexpr auto kGrace = 2s;  // --kill-grace of every run here
 constexpr auto kTriggerPoll = 100ms;
 // hvrun's own peak RSS in every case, floods included: flow control bounds it, not the output's size.
 // AddressSanitizer's shadow and quarantine add a few hundred MiB of their own.
-#ifdef HVRUN_SANITIZED
-constexpr long kMaxRssKib = 768 * 1024;
-#else
-constexpr long kMaxRssKib = 64 * 1024;
-#endif
+const long kMaxRssKib = build().sanitized ? 768 * 1024 : 64 * 1024;
 
 std::chrono::milliseconds since(Clock::time_point t0) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0);
@@ -188,7 +185,6 @@ struct FaultJob {
     return r;
   }
 };
-
 
 }  // namespace
 
@@ -424,7 +420,7 @@ TEST_CASE("fault catalogue: a crash shows its stack, a death its cause, a hang w
   {
     INFO("a C rank dereferencing NULL on a remote host: its function, the fault address, the native stack");
     FaultJob job(lab, home);
-    job.start({}, "echo ready; if [ $HVRUN_RANK = 3 ]; then " + job.wait_trigger() + "exec " HVRUN_TEST_CRASH_NULL
+    job.start({}, "echo ready; if [ $HVRUN_RANK = 3 ]; then " + job.wait_trigger() + "exec " + build().crash_null +
                   "; fi; exec sleep 60");
     job.fire();
     auto r = job.finish();
@@ -516,8 +512,8 @@ TEST_CASE("fault catalogue: a rank inside dlopen or malloc still shows its own s
     INFO("Ctrl-C: ranks 0,1 have a thread inside dlopen (the loader's lock held) and wait in wait_here; ranks 2,3 "
          "wait inside malloc for the heap's lock. Each answers with its own frames, none with the kernel's wait");
     FaultJob job(lab, home);
-    job.start({}, "if [ $HVRUN_RANK -lt 2 ]; then exec " HVRUN_TEST_STUCK_IN_LOADER " " HVRUN_TEST_WAITING_CONSTRUCTOR
-                  "; else exec " HVRUN_TEST_STUCK_IN_MALLOC " hang; fi");
+    job.start({}, "if [ $HVRUN_RANK -lt 2 ]; then exec " + std::string(build().stuck_in_loader) + " " +
+                  build().waiting_constructor + "; else exec " + build().stuck_in_malloc + " hang; fi");
     job.mark();
     job.hvrun->signal(SIGINT);
     auto r = job.finish();
@@ -534,7 +530,7 @@ TEST_CASE("fault catalogue: a rank inside dlopen or malloc still shows its own s
   {
     INFO("a C rank whose malloc finds its heap corrupt and aborts, the heap's lock held: its stack, named");
     FaultJob job(lab, home);
-    job.start({}, "echo ready; if [ $HVRUN_RANK = 1 ]; then " + job.wait_trigger() + "exec " HVRUN_TEST_STUCK_IN_MALLOC
+    job.start({}, "echo ready; if [ $HVRUN_RANK = 1 ]; then " + job.wait_trigger() + "exec " + build().stuck_in_malloc +
                   " crash; fi; exec sleep 60");
     job.fire();
     auto r = job.finish();

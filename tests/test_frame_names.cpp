@@ -16,6 +16,7 @@
 #include "agent/frame_names.hpp"
 #include "agent/rank_tools.hpp"
 #include "common/crash_report.hpp"
+#include "tests/support/build_paths.hpp"
 #include "tests/support/preloaded_process.hpp"
 
 using namespace std::chrono_literals;
@@ -157,7 +158,7 @@ TEST_CASE("crash handler: a stripped library's own functions are named from its 
     return;
   }
   hvrun::RankTools tools;
-  hvrun::test::PreloadedProcess crash({HVRUN_TEST_STUCK_IN_MALLOC, "crash"}, tools);
+  hvrun::test::PreloadedProcess crash({hvrun::test::build().stuck_in_malloc, "crash"}, tools);
   crash.read_until("", 10s);
   crash.wait_status();
   hvrun::FrameNames names;

@@ -11,11 +11,13 @@
 
 #include "tests/fuzz/fuzz_entries.hpp"
 
+#include "tests/support/build_paths.hpp"
+
 namespace fs = std::filesystem;
 
 namespace {
 
-const fs::path kFuzzDir = fs::path(HVRUN_SOURCE_DIR) / "tests" / "fuzz";
+const fs::path kFuzzDir = fs::path(hvrun::test::build().source_dir) / "tests" / "fuzz";
 
 std::string read_bytes(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);

@@ -33,6 +33,7 @@
 #include "launcher/job/stall_watch.hpp"
 #include "launcher/job/teardown.hpp"
 #include "launcher/output/stderr_digest.hpp"
+#include "tests/support/build_paths.hpp"
 #include "tests/support/preloaded_process.hpp"
 
 using namespace std::chrono_literals;
@@ -333,9 +334,9 @@ TEST_CASE("stack collector: a process stopped inside dlopen or inside malloc ans
   hvrun::RankTools tools;
   // Its helper thread holds the loader's lock, in a library constructor that never ends; its main
   // thread waits in wait_here.
-  hvrun::test::PreloadedProcess loader({HVRUN_TEST_STUCK_IN_LOADER, HVRUN_TEST_WAITING_CONSTRUCTOR}, tools);
+  hvrun::test::PreloadedProcess loader({hvrun::test::build().stuck_in_loader, hvrun::test::build().waiting_constructor}, tools);
   // Its main thread waits inside malloc for the heap's lock, which a helper holds.
-  hvrun::test::PreloadedProcess in_malloc({HVRUN_TEST_STUCK_IN_MALLOC, "hang"}, tools);
+  hvrun::test::PreloadedProcess in_malloc({hvrun::test::build().stuck_in_malloc, "hang"}, tools);
   REQUIRE(loader.read_until("ready\n", 10s));
   REQUIRE(in_malloc.read_until("ready\n", 10s));
   std::this_thread::sleep_for(100ms);  // from "ready" into pause() and into malloc
@@ -355,14 +356,14 @@ TEST_CASE("stack collector: a process stopped inside dlopen or inside malloc ans
   CHECK(in_malloc_text.find("gave no stack") == std::string::npos);
   CHECK(holds_in_order(hvrun::stack_place(in_loader_text).frames, {"wait_here", "main"}));
   CHECK(holds_in_order(hvrun::stack_place(in_malloc_text).frames, {"malloc", "allocate_here", "main"}));
-  CHECK_THAT(in_loader_text, Catch::Contains(" wait_here+0x") && Catch::Contains("(" HVRUN_TEST_STUCK_IN_LOADER ")"));
+  CHECK_THAT(in_loader_text, Catch::Contains(" wait_here+0x") && Catch::Contains(std::string("(") + hvrun::test::build().stuck_in_loader + ")"));
   CHECK(in_malloc_text.find(hvrun::crash_report::kFrameOffset) == std::string::npos);  // every frame named
 }
 
 TEST_CASE("crash handler: a crash inside malloc, the heap's lock held, still writes its stack, which the agent names",
           "[autopsy]") {
   hvrun::RankTools tools;
-  hvrun::test::PreloadedProcess crash({HVRUN_TEST_STUCK_IN_MALLOC, "crash"}, tools);
+  hvrun::test::PreloadedProcess crash({hvrun::test::build().stuck_in_malloc, "crash"}, tools);
   crash.read_until("", 10s);  // to the end of both pipes
   const int status = crash.wait_status();
   CHECK(WIFSIGNALED(status));
@@ -381,7 +382,7 @@ TEST_CASE("crash handler: a crash inside malloc, the heap's lock held, still wri
   INFO(named);
   CHECK(named.find(hvrun::crash_report::kFrameOffset) == std::string::npos);
   CHECK_THAT(named, Catch::Contains(" malloc+0x") && Catch::Contains(" allocate_here+0x") &&
-                        Catch::Contains(" main+0x") && Catch::Contains("(" HVRUN_TEST_STUCK_IN_MALLOC ")"));
+                        Catch::Contains(" main+0x") && Catch::Contains(std::string("(") + hvrun::test::build().stuck_in_malloc + ")"));
   // What the launcher then reads of it: the whole report.
   hvrun::StderrDigest digest;
   for (const auto& line : lines_of(named)) digest.line(line);

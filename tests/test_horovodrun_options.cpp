@@ -222,7 +222,7 @@ std::vector<OptionRow> read_table(std::istream& in) {
   return rows;
 }
 
-const fs::path kTable = fs::path(HVRUN_SOURCE_DIR) / "tests/data/horovodrun_options.tsv";
+const fs::path kTable = fs::path(hvrun::test::source_dir()) / "tests/data/horovodrun_options.tsv";
 
 }  // namespace
 
@@ -269,8 +269,8 @@ TEST_CASE("every horovodrun option is accepted with its meaning, or refused with
 TEST_CASE("the option table is horovodrun 0.28.1's own launch.py", "[cli][horovodrun][integration]") {
   // shared/ sits beside the checkout (CI), or beside the folder of worktrees.
   const std::string name = "shared/horovod/horovod-0.28.1-torch1.13-gloo.tar.xz";
-  fs::path tarball = fs::path(HVRUN_SOURCE_DIR) / ".." / name;
-  if (!fs::exists(tarball)) tarball = fs::path(HVRUN_SOURCE_DIR) / "../.." / name;
+  fs::path tarball = fs::path(hvrun::test::source_dir()) / ".." / name;
+  if (!fs::exists(tarball)) tarball = fs::path(hvrun::test::source_dir()) / "../.." / name;
   if (!fs::exists(tarball)) {
     WARN("skipped: ../" << name << " is not there, so the table cannot be compared with horovodrun's source");
     return;
@@ -280,7 +280,7 @@ TEST_CASE("the option table is horovodrun 0.28.1's own launch.py", "[cli][horovo
   auto untar = hvrun::test::run({"/usr/bin/tar", "-xJf", tarball.string(), "-C", tmp.dir.string(), member}, 60s);
   INFO(untar.err);
   REQUIRE(untar.exit_code == 0);
-  auto gen = hvrun::test::run({"/usr/bin/python3", std::string(HVRUN_SOURCE_DIR) + "/scripts/horovodrun_options.py",
+  auto gen = hvrun::test::run({"/usr/bin/python3", hvrun::test::source_dir() + "/scripts/horovodrun_options.py",
                                (tmp.dir / member).string()},
                               60s);
   INFO(gen.err);

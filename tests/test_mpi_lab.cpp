@@ -59,7 +59,7 @@ TEST_CASE("mpi mode runs an MPI program on the trap lab, where plain mpirun fail
   TempHome home;
   // The program lives where every lab host sees it (the hosts share the file system).
   const std::string prog = (home.dir / "mpi_allreduce").string();
-  auto cc = run({"/usr/bin/mpicc", "-O1", "-o", prog, std::string(HVRUN_SOURCE_DIR) + "/tests/mpi_allreduce.c"}, 120s);
+  auto cc = run({"/usr/bin/mpicc", "-O1", "-o", prog, source_dir() + "/tests/mpi_allreduce.c"}, 120s);
   INFO(cc.err);
   REQUIRE(cc.exit_code == 0);
 

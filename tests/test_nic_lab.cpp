@@ -8,6 +8,7 @@
 #include <sstream>
 #include <nlohmann/json.hpp>
 
+#include "tests/support/build_paths.hpp"
 #include "tests/support/child_process.hpp"
 #include "tests/support/lab.hpp"
 
@@ -118,7 +119,7 @@ TEST_CASE("NIC discovery picks each host's fabric NIC and explains every trap", 
   }
   {
     INFO("the allreduce benchmark across two lab hosts, over their fabric NICs, every result checked");
-    auto r = hvrun({"-H", names[1] + "," + names[2], std::string(HVRUN_COLLECTIVES_BIN_DIR) + "/hvrun-allreduce-bench",
+    auto r = hvrun({"-H", names[1] + "," + names[2], std::string(build().collectives_bin_dir) + "/hvrun-allreduce-bench",
                     "-b", "4", "-e", "4M", "-f", "32", "-n", "3", "-w", "1"});
     INFO(r.out << r.err);
     CHECK(r.exit_code == 0);
@@ -202,7 +203,7 @@ TEST_CASE("NIC discovery picks each host's fabric NIC and explains every trap", 
     REQUIRE(lab.control({"oneway", "1", "3"}) == 0);
     REQUIRE(lab.control({"oneway", "3", "1"}) == 0);
     auto job = hvrun({"--probe-peers", "2", "-x", "HVRUN_COLLECTIVE_TIMEOUT=5", "-H", hosts,
-                      std::string(HVRUN_COLLECTIVES_BIN_DIR) + "/hvrun-allreduce-bench", "-b", "4", "-e", "4", "-n",
+                      std::string(build().collectives_bin_dir) + "/hvrun-allreduce-bench", "-b", "4", "-e", "4", "-n",
                       "1", "-w", "0"});
     INFO(job.out << job.err);
     CHECK(job.exit_code != 0);

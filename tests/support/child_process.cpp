@@ -1,3 +1,4 @@
+#include "tests/support/build_paths.hpp"
 #include "tests/support/child_process.hpp"
 
 #include <dirent.h>
@@ -206,7 +207,7 @@ std::string unique_marker() {
          std::to_string(rd());
 }
 
-std::string hvrun_bin() { return std::string(HVRUN_BIN_DIR) + "/hvrun"; }
-std::string source_dir() { return HVRUN_SOURCE_DIR; }
+std::string hvrun_bin() { return std::string(build().bin_dir) + "/hvrun"; }
+std::string source_dir() { return build().source_dir; }
 
 }  // namespace hvrun::test
