@@ -8,6 +8,7 @@
 
 #include "launcher/cli/horovodrun_flags.hpp"
 #include "launcher/cli/launch_options.hpp"
+#include "launcher/cli/torchrun_flags.hpp"
 
 namespace CLI {
 class App;
@@ -38,6 +39,7 @@ struct CliBindings {
   std::string log_level;   // --hvrun-log-level, checked against the level names by CLI11
   std::string log_subsys;  // --hvrun-log-subsys, parsed by parse_log_subsys
   HorovodrunFlags horovodrun;
+  TorchrunFlags torchrun;
 
   CLI::Option* hosts_opt = nullptr;
   CLI::Option* hostfile_opt = nullptr;

@@ -25,6 +25,7 @@
 #include "launcher/cli/log_choice.hpp"
 #include "launcher/cli/option_spelling.hpp"
 #include "launcher/cli/slurm_allocation.hpp"
+#include "launcher/cli/torchrun_flags.hpp"
 #include "launcher/nic/nic_filter.hpp"
 
 namespace hvrun {
@@ -246,7 +247,7 @@ void define_options(CLI::App& app, CliBindings& b) {
       ->transform(seconds(false))
       ->type_name("SECONDS")
       ->group(g::kSupervision);
-  app.add_option("--max-restarts", o.max_restarts,
+  app.add_option("--max-restarts,--max_restarts", o.max_restarts,
                  "Restart every rank, up to N times in all, after a rank fails or a host is lost (torchrun's; "
                  "with --min-np, go on with fewer ranks; default: 0)")
       ->transform(int_in_range(0, 1'000'000, "a whole number of restarts, 0 or more"))
@@ -303,6 +304,7 @@ void define_options(CLI::App& app, CliBindings& b) {
       ->group(g::kNetwork);
 
   add_horovodrun_options(app, b.horovodrun);
+  add_torchrun_options(app, b.torchrun);
 }
 
 namespace {
@@ -451,6 +453,7 @@ CliResult parse_command_line(int argc, const char* const* argv) {
   if (o.hosts.empty())
     o.hosts = allocation ? allocation->nodes : std::vector<HostSpec>{HostSpec{"localhost", b.np > 0 ? b.np : 1}};
   o.launcher = choose_launcher(b.launcher, !o.rsh_agent.empty(), allocation, o.hosts);
+  settle_torchrun_options(app, b.torchrun, o);
   if (o.min_np > 0) {
     long slots = 0;
     for (const HostSpec& h : o.hosts) slots += h.slots;

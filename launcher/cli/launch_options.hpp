@@ -47,6 +47,13 @@ struct LaunchOptions {
   // when hosts are lost; 0: every attempt runs -np ranks.
   int max_restarts = 0;
   int min_np = 0;
+  // torchrun's --rdzv-id and --role (launcher/cli/torchrun_flags.hpp): TORCHELASTIC_RUN_ID (empty: hvrun
+  // makes one, hvrun-HOST-PID) and ROLE_NAME.
+  std::string run_id;
+  std::string role = "default";
+  // torchrun's form (any of its options but --max-restarts): its interpreter rule was applied to
+  // `command`.
+  bool torchrun_form = false;
   // Horovod elastic (horovodrun's --host-discovery-script, or --min-np without --max-restarts;
   // launcher/job/elastic_job.hpp): the workers stay up and re-initialise when hosts come and go.
   struct Elastic {
