@@ -52,7 +52,7 @@ struct LaunchOptions {
   std::string run_id;
   std::string role = "default";
   // torchrun's form (any of its options but --max-restarts): its interpreter rule was applied to
-  // `command`.
+  // `command`, and ranks sharing a host get OMP_NUM_THREADS=1 unless it is set.
   bool torchrun_form = false;
   // Horovod elastic (horovodrun's --host-discovery-script, or --min-np without --max-restarts;
   // launcher/job/elastic_job.hpp): the workers stay up and re-initialise when hosts come and go.

@@ -7,6 +7,7 @@
 #include "common/duration_text.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "common/rank_contract_names.hpp"
 #include "launcher/base/exit_codes.hpp"
 #include "launcher/base/host_names.hpp"
 #include "launcher/base/shell_quote.hpp"
@@ -233,11 +234,18 @@ std::vector<std::string> JobLaunch::hosts_with_ranks() const {
 void JobLaunch::launch() {
   const JobRestarts& restarts = job_.restarts;
   const RankPlan& plan = job_.plan;
-  JobServices services{rank0_host(job_.hosts, plan), job_.secret.store_token(), horovod_rendezvous_addr_,
-                       horovod_rendezvous_port_, {}};
-  if (restarts.enabled()) services.restarts = JobNetwork::Restarts{restarts.used(), restarts.max(), restarts.run_id()};
+  const JobServices services{rank0_host(job_.hosts, plan),
+                             job_.secret.store_token(),
+                             horovod_rendezvous_addr_,
+                             horovod_rendezvous_port_,
+                             JobNetwork::Restarts{restarts.used(), restarts.max(), restarts.run_id()},
+                             options_.role,
+                             options_.torchrun_form && hooks_.env().local().count(rank_contract::kOmpNumThreads) == 0};
   const JobNetwork net = job_network(job_.hosts, plan, *nics_->round(), services);
-  if (restarts.used() == 0) warn_about_user_environment(hooks_.env(), *nics_->round());
+  if (restarts.used() == 0) {
+    warn_about_user_environment(hooks_.env(), *nics_->round());
+    if (const std::string notice = omp_threads_notice(plan, net); !notice.empty()) spdlog::warn("{}", notice);
+  }
   if (restarts.used() > 0) {  // the failed attempt's exits are all in: the new plan's
     hooks_.reassign();
     for (int r = 0; r < plan.size(); ++r) job_.output->restart(r);
