@@ -1,14 +1,17 @@
 // torchrun's line across the lab's hosts from one command, with a real torch DDP program
 // (tests/torchrun/ddp_env.py: env://, Gloo) run by Debian's python3-torch: every variable of torchrun's
-// rank environment is checked on every rank, and the allreduce's result; the -m and --no-python forms.
+// rank environment is checked on every rank, and the allreduce's result; the -m and --no-python forms;
+// a killed rank restarting the job from a checkpoint, with every rank's logs gathered on this machine.
 // One case that checks many things, to keep the lab's wall time short.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "tests/support/child_process.hpp"
+#include "tests/support/file_text.hpp"
 #include "tests/support/lab.hpp"
 #include "tests/support/lab_hvrun.hpp"
 #include "tests/support/torch_python.hpp"
@@ -80,6 +83,42 @@ TEST_CASE("torchrun's line on two lab hosts from one command: torchrun's environ
     for (const char* line : {"[0]<stdout>:NOPY 0/2 0 1\n", "[1]<stdout>:NOPY 0/2 1 1\n", "[2]<stdout>:NOPY 1/2 2 1\n",
                              "[3]<stdout>:NOPY 1/2 3 1\n"})
       CHECK_THAT(r.out, Catch::Contains(line));
+  }
+  {
+    INFO("--max-restarts 1, --log-dir with --tee 3 and --local-ranks-filter 0: rank 3 SIGKILLs itself at step 2, every "
+         "rank restarts from rank 0's checkpoint; the files of every rank of both attempts are on this machine, the "
+         "console shows local rank 0's lines only");
+    const SharedDir shared("torchrun-lab");
+    const std::string logs = (shared.dir / "logs").string(), checkpoint = (shared.dir / "model.pt").string();
+    auto r = run(hvrun_on(lab, home,
+                          torchrun + Args{"--kill-grace", "2", "--nproc-per-node", "2", "--max-restarts", "1",
+                                          "--log-dir", logs, "--tee", "3", "--local-ranks-filter", "0",
+                                          dir + "/ddp_env.py", "2", "2", "default", "-", "1", "5", checkpoint, "3"}),
+                 240s);
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 0);
+    CHECK_THAT(r.err, Catch::Contains("hvrun: rank 3 on " + h2 + " killed by SIGKILL"));
+    CHECK_THAT(r.err, Catch::Contains("stopping all ranks to restart them (restart 1 of 1, --max-restarts)"));
+    const auto lines = ok_lines(r.out);
+    CHECK(lines.size() == 2);  // local rank 0 of each host: ranks 0 and 2
+    for (const auto& [rank, rest] : lines) {
+      INFO("rank " << rank);
+      CHECK(rank % 2 == 0);
+      CHECK_THAT(rest, Catch::EndsWith("restart=1 sum=10 step0=3 same=1 args="));
+    }
+    CHECK_THAT(r.out, !Catch::Contains("[1]<stdout>") && !Catch::Contains("[3]<stdout>"));
+    std::vector<std::filesystem::path> runs(std::filesystem::directory_iterator(logs), {});
+    REQUIRE(runs.size() == 1);
+    CHECK_THAT(r.err, Catch::Contains("every rank's output is written to " + runs[0].string()));
+    for (const char* attempt : {"attempt_0", "attempt_1"})
+      for (const std::string& host : {h1, h2})
+        for (const char* local : {"0", "1"}) {
+          const auto file = runs[0] / attempt / host / local / "stdout.log";
+          INFO(file);
+          CHECK_THAT(slurp(file), Catch::Contains("TORCHRUN step"));
+        }
+    CHECK_THAT(slurp(runs[0] / "attempt_1" / h2 / "1" / "stdout.log"),
+               Catch::Contains("TORCHRUN ok rank=3 group=1/2 restart=1 sum=10 step0=3 same=1"));
   }
   CHECK(wait_until_gone(marker, 5s).empty());
 }

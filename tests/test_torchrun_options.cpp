@@ -212,3 +212,23 @@ TEST_CASE("torchrun's interpreter rule: a script runs with Python, -m a module, 
   CHECK(parse({"-np", "2", "python", "train.py"}).command == Args{"python", "train.py"});
   CHECK(parse({"-np", "2", "--max-restarts", "1", "train.py"}).command == Args{"train.py"});
 }
+
+TEST_CASE("torchrun's log options and hvrun's console filters, in either form", "[cli][torchrun]") {
+  const auto o = parse({"--log_dir", "logs", "-t", "3", "--redirects", "0:1", "--local-ranks-filter", "0",
+                        "--ranks-filter", "0,5", "--prefix-output-with-hostname", "-np", "2", "python3", "t.py"});
+  CHECK(o.command == Args{"python3", "t.py"});  // hvrun's own form: the log options do not ask for torchrun's
+  CHECK_FALSE(o.torchrun_form);
+  CHECK(o.logs.dir == "logs");
+  CHECK((o.logs.tee.out(0) && o.logs.tee.err(4)));
+  CHECK((o.logs.redirects.out(0) && !o.logs.redirects.out(1)));
+  CHECK(o.logs.local_ranks == std::set<int>{0});
+  CHECK(o.logs.ranks == std::set<int>{0, 5});
+  CHECK(o.logs.prefix_host);
+  CHECK_THAT(cli_error({"-t", "5", "t.py"}), Catch::StartsWith("--tee: '5' is not 0-3"));
+  CHECK_THAT(cli_error({"--local-ranks-filter", "a", "t.py"}), Catch::StartsWith("--local-ranks-filter: 'a' is not"));
+  CHECK_THAT(cli_error({"--log-dir", "d", "--output-filename", "o", "t.py"}),
+             Catch::StartsWith("--log-dir and --output-filename both write the ranks' output to files"));
+  CHECK_THAT(cli_error({"-r", "3", "--mpi", "t.py"}), Catch::StartsWith("--redirects: with --mpi"));
+  CHECK_THAT(cli_error({"--log-dir", "d", "--host-discovery-script", "./d.sh", "-np", "2", "t.py"}),
+             Catch::Contains("do not apply to a Horovod elastic job"));
+}

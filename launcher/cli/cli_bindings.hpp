@@ -38,6 +38,7 @@ struct CliBindings {
   std::string launcher = "auto";
   std::string log_level;   // --hvrun-log-level, checked against the level names by CLI11
   std::string log_subsys;  // --hvrun-log-subsys, parsed by parse_log_subsys
+  std::string ranks_filter;  // --ranks-filter, parsed by parse_rank_list
   HorovodrunFlags horovodrun;
   TorchrunFlags torchrun;
 

@@ -274,6 +274,12 @@ void define_options(CLI::App& app, CliBindings& b) {
       ->group(g::kOutput);
   app.add_flag("--prefix-output-with-timestamp", o.prefix_timestamp, "Prefix output lines with the time (UTC)")
       ->group(g::kOutput);
+  app.add_flag("--prefix-output-with-hostname", o.logs.prefix_host, "Prefix output lines with [RANK@HOST]")
+      ->group(g::kOutput);
+  app.add_option("--ranks-filter", b.ranks_filter,
+                 "Show only these ranks' lines on the console, e.g. 0,8 (files and failure reports keep all)")
+      ->type_name("LIST")
+      ->group(g::kOutput);
   app.add_flag("--verbose", o.verbose, "Log the launch's decisions (--hvrun-log-level info)")->group(g::kOutput);
   b.level_opt = app.add_option("--hvrun-log-level", b.log_level, "hvrun's own logging threshold (default: warn)")
                         ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
@@ -431,6 +437,7 @@ CliResult parse_command_line(int argc, const char* const* argv) {
   o.log_level = choose_log_level(o.verbose, b.level_opt->count() > 0
                                                 ? std::optional<LogLevel>(spdlog::level::from_str(b.log_level))
                                                 : std::nullopt);
+  if (app.get_option("--ranks-filter")->count() > 0) o.logs.ranks = parse_rank_list(b.ranks_filter, "--ranks-filter");
   if (b.subsys_opt->count() > 0) o.log_subsys = parse_log_subsys(b.log_subsys, "--hvrun-log-subsys");
   for (const auto& item : b.env) o.env.push_back(split_env(item));
   NicFilter::parse(o.network_interfaces);  // syntax errors stop here, before any host is contacted

@@ -56,6 +56,15 @@ const TextOption kTextOptions[] = {
     {"--master-addr,--master_addr", &TorchrunFlags::master_addr, "HOST",
      "Accepted when it names the first host (rank 0's)"},
     {"--local-addr,--local_addr", &TorchrunFlags::local_addr, "ADDR", "Accepted with one host (else: --network-interface)"},
+    {"--log-dir,--log_dir", &TorchrunFlags::log_dir, "DIR",
+     "Gather every rank's stdout and stderr here, on this machine: RUN_ID_XXXXXX/attempt_N/HOST/LOCAL_RANK/"
+     "{stdout,stderr}.log"},
+    {"-r,--redirects", &TorchrunFlags::redirects, "SPEC",
+     "Streams to the files instead of the console: 0 none, 1 stdout, 2 stderr, 3 both; or per local rank, "
+     "0:1,1:2 (default: 0)"},
+    {"-t,--tee", &TorchrunFlags::tee, "SPEC", "Streams to the files and the console, as --redirects (default: 0)"},
+    {"--local-ranks-filter,--local_ranks_filter", &TorchrunFlags::local_ranks_filter, "LIST",
+     "Show only these local ranks' lines on the console, e.g. 0 (the files keep all)"},
 };
 
 std::string first_name(const char* names) {
@@ -226,14 +235,37 @@ void settle_rendezvous(const CLI::App& app, const TorchrunFlags& f, LaunchOption
   }
 }
 
-// The options that ask for torchrun's form: all of torchrun's but --max-restarts (hvrun's own too).
+// The options that ask for torchrun's form: all of torchrun's but --max-restarts (hvrun's own too) and
+// the log options, which hvrun's own form takes as well.
 bool torchrun_form(const CLI::App& app) {
-  static const std::set<std::string> either{"-h", "--max-restarts"};
+  static const std::set<std::string> either{"-h",      "--max-restarts", "--log-dir",
+                                            "-r",      "-t",             "--local-ranks-filter"};
   for (const TorchrunOption& t : torchrun_options()) {
     const std::string name = first_name(t.names);
     if (!either.contains(name) && given(app, name)) return true;
   }
   return false;
+}
+
+// --log-dir, --redirects, --tee, --local-ranks-filter (rank_logs.hpp), and what they cannot go with.
+void settle_logs(const CLI::App& app, const TorchrunFlags& f, LaunchOptions& o) {
+  const bool dir = given(app, "--log-dir"), redirects = given(app, "-r"), tee = given(app, "-t");
+  if (dir && f.log_dir.empty()) throw UsageError("--log-dir: give a directory, e.g. --log-dir logs");
+  o.logs.dir = f.log_dir;
+  if (redirects) o.logs.redirects = StreamSpec::parse(f.redirects, "--redirects");
+  if (tee) o.logs.tee = StreamSpec::parse(f.tee, "--tee");
+  if (given(app, "--local-ranks-filter"))
+    o.logs.local_ranks = parse_rank_list(f.local_ranks_filter, "--local-ranks-filter");
+  const bool files = dir || o.logs.redirects.any() || o.logs.tee.any();
+  const bool console = !o.logs.local_ranks.empty() || !o.logs.ranks.empty() || o.logs.prefix_host;
+  if (o.elastic && (files || console))
+    throw UsageError("--log-dir, --redirects, --tee and the console filters do not apply to a Horovod elastic job; "
+                     "use --output-filename DIR");
+  if (!files) return;
+  const std::string flag = dir ? "--log-dir" : redirects ? "--redirects" : "--tee";
+  if (!o.output_filename.empty())
+    throw UsageError(flag + " and --output-filename both write the ranks' output to files; give one of them");
+  if (o.mpi) throw UsageError(flag + ": with --mpi, mpirun carries the ranks' output; drop one of them");
 }
 
 }  // namespace
@@ -257,18 +289,17 @@ const std::vector<TorchrunOption>& torchrun_options() {
       {"-m,--module", ""},
       {"--no-python,--no_python", ""},
       {"--run-path,--run_path", ""},
-      {"--log-dir,--log_dir",
-       "not supported yet; --output-filename DIR writes every rank's stdout and stderr on this machine"},
-      {"-r,--redirects", "not supported yet; --output-filename DIR writes every rank's output to files as well"},
-      {"-t,--tee", "not supported yet; --output-filename DIR writes every rank's output to files as well"},
-      {"--local-ranks-filter,--local_ranks_filter", "not supported yet; filter hvrun's output with grep"},
+      {"--log-dir,--log_dir", ""},
+      {"-r,--redirects", ""},
+      {"-t,--tee", ""},
+      {"--local-ranks-filter,--local_ranks_filter", ""},
       {"--node-rank,--node_rank", ""},
       {"--master-addr,--master_addr", ""},
       {"--master-port,--master_port", ""},
       {"--local-addr,--local_addr", ""},
       {"--logs-specs,--logs_specs",
        "hvrun loads no torchrun.logs_specs plugins; it writes every rank's output on this machine with "
-       "--output-filename DIR. Drop the option"},
+       "--log-dir DIR (and --redirects, --tee). Drop the option"},
       {"--numa-binding,--numa_binding",
        "hvrun does not bind ranks to NUMA nodes; run the command under numactl (--no-python numactl "
        "--cpunodebind=0 python3 train.py), or give --mpi with --binding-args"},
@@ -311,6 +342,7 @@ void add_torchrun_options(CLI::App& app, TorchrunFlags& f) {
 void settle_torchrun_options(const CLI::App& app, const TorchrunFlags& f, LaunchOptions& o) {
   for (const TorchrunOption& t : torchrun_options())
     if (*t.refusal != '\0' && given(app, first_name(t.names))) throw UsageError(first_name(t.names) + ": " + t.refusal);
+  settle_logs(app, f, o);
   if (!torchrun_form(app)) return;
   o.torchrun_form = true;
   if (f.module && f.no_python)

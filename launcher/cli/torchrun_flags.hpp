@@ -10,9 +10,11 @@
 //   - what can only agree with hvrun's plan, accepted when it does and refused naming the flag when it
 //     does not: --standalone, --rdzv-backend, --rdzv-endpoint, --master-addr, --node-rank, --local-addr,
 //     --monitor-interval, --start-method;
+//   - --log-dir, --redirects, --tee, --local-ranks-filter: every host's rank output on this machine
+//     (launcher/output/rank_logs.hpp), in either form;
 //   - the rest refused with one line saying what to do instead.
-// The torchrun form is on when any torchrun option other than --max-restarts is given; hvrun's own
-// form (`hvrun -np 4 python train.py`) is unchanged.
+// The torchrun form is on when any torchrun option other than --max-restarts and the log options is
+// given; hvrun's own form (`hvrun -np 4 python train.py`) is unchanged.
 #include <string>
 #include <string_view>
 #include <vector>
@@ -40,6 +42,10 @@ struct TorchrunFlags {
   std::string local_addr;
   double monitor_interval = 0.1;
   std::string start_method;
+  std::string log_dir;
+  std::string redirects;
+  std::string tee;
+  std::string local_ranks_filter;
   bool standalone = false;
   bool module = false;
   bool no_python = false;

@@ -245,10 +245,16 @@ void JobLaunch::launch() {
   if (restarts.used() == 0) {
     warn_about_user_environment(hooks_.env(), *nics_->round());
     if (const std::string notice = omp_threads_notice(plan, net); !notice.empty()) spdlog::warn("{}", notice);
+    if (!job_.output->log_run_dir().empty())
+      spdlog::warn("every rank's output is written to {} (torchrun's layout, with the host)", job_.output->log_run_dir());
   }
   if (restarts.used() > 0) {  // the failed attempt's exits are all in: the new plan's
     hooks_.reassign();
     for (int r = 0; r < plan.size(); ++r) job_.output->restart(r);
+  }
+  for (int r = 0; r < plan.size(); ++r) {
+    const RankInfo info = plan.rank(r);
+    job_.output->place(r, info.local_rank, plan.hosts()[static_cast<std::size_t>(info.host_index)].host, restarts.used());
   }
   for (std::size_t i = 0; i < job_.hosts.size(); ++i)  // none to a lost host
     job_.links->send(i, launch_message(job_.hosts[i], plan, net, hooks_.env(), options_, hooks_.cwd()));
