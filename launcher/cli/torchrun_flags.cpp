@@ -40,7 +40,7 @@ struct TextOption {
   const char* help;
 };
 const TextOption kTextOptions[] = {
-    {"--nnodes", &TorchrunFlags::nnodes, "N|MIN:MAX",
+    {"--nnodes", &TorchrunFlags::nnodes, "NODES",
      "Hosts, N or MIN:MAX: checked against the hosts given; MIN:MAX with --max-restarts lets a restart go on "
      "with MIN hosts"},
     {"--nproc-per-node,--nproc_per_node", &TorchrunFlags::nproc_per_node, "N",
@@ -49,8 +49,8 @@ const TextOption kTextOptions[] = {
     {"--rdzv-id,--rdzv_id", &TorchrunFlags::rdzv_id, "ID", "The run's id: TORCHELASTIC_RUN_ID (default: hvrun-HOST-PID)"},
     {"--rdzv-backend,--rdzv_backend", &TorchrunFlags::rdzv_backend, "NAME",
      "Accepted: c10d, static, etcd, etcd-v2 (hvrun serves env:// itself)"},
-    {"--rdzv-endpoint,--rdzv_endpoint", &TorchrunFlags::rdzv_endpoint, "HOST:PORT",
-     "Accepted when HOST is one of the hosts"},
+    {"--rdzv-endpoint,--rdzv_endpoint", &TorchrunFlags::rdzv_endpoint, "ENDPOINT",
+     "HOST[:PORT]: accepted when HOST is one of the hosts"},
     {"--rdzv-conf,--rdzv_conf", &TorchrunFlags::rdzv_conf, "CONF",
      "KEY=VALUE,...: join_timeout sets --start-timeout; the other keys are torchrun's own"},
     {"--master-addr,--master_addr", &TorchrunFlags::master_addr, "HOST",
