@@ -42,8 +42,15 @@ inline constexpr const char* kTorchWorldSize = "WORLD_SIZE";
 inline constexpr const char* kTorchLocalRank = "LOCAL_RANK";
 inline constexpr const char* kTorchLocalWorldSize = "LOCAL_WORLD_SIZE";
 inline constexpr const char* kTorchGroupRank = "GROUP_RANK";
-// torchrun's restart contract, under --max-restarts (TORCHELASTIC_USE_AGENT_STORE is never set: no
-// torchelastic agent store exists).
+// torchrun's worker group: the hosts that run ranks, and the ranks of the one role hvrun runs.
+inline constexpr const char* kTorchGroupWorldSize = "GROUP_WORLD_SIZE";
+inline constexpr const char* kTorchRoleRank = "ROLE_RANK";
+inline constexpr const char* kTorchRoleWorldSize = "ROLE_WORLD_SIZE";
+inline constexpr const char* kTorchRoleName = "ROLE_NAME";
+// torchrun's default for a rank that shares its host with others, when nothing sets it.
+inline constexpr const char* kOmpNumThreads = "OMP_NUM_THREADS";
+// torchrun's restart contract, in every job (TORCHELASTIC_USE_AGENT_STORE is never set: no torchelastic
+// agent store exists).
 inline constexpr const char* kTorchRestartCount = "TORCHELASTIC_RESTART_COUNT";
 inline constexpr const char* kTorchMaxRestarts = "TORCHELASTIC_MAX_RESTARTS";
 inline constexpr const char* kTorchRunId = "TORCHELASTIC_RUN_ID";

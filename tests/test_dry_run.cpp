@@ -29,6 +29,16 @@ TEST_CASE("dry run: plan, placeholders for the launch's choices, -x over the con
   CHECK_THAT(text, Catch::Contains("[1] MASTER_PORT=29500\n"));  // -x wins, so no placeholder
   CHECK_THAT(text, Catch::Contains("[1] HOROVOD_GLOO_RENDEZVOUS_PORT=<free port picked at launch>\n"));
   CHECK_THAT(text, Catch::Contains("[0] DATA=/data\n"));
+  CHECK_THAT(text, !Catch::Contains("OMP_NUM_THREADS"));  // torchrun's default is the torchrun form's
+  CHECK_THAT(text, Catch::Contains("[2] GROUP_WORLD_SIZE=2\n"));
+  o.torchrun_form = true;
+  std::ostringstream torchrun;
+  hvrun::print_dry_run(torchrun, plan, o, {{"DATA", "/data"}});
+  CHECK_THAT(torchrun.str(), Catch::Contains("[1] OMP_NUM_THREADS=1\n"));  // a runs two ranks
+  CHECK_THAT(torchrun.str(), !Catch::Contains("[2] OMP_NUM_THREADS"));
+  std::ostringstream tuned;
+  hvrun::print_dry_run(tuned, plan, o, {{"OMP_NUM_THREADS", "4"}});
+  CHECK_THAT(tuned.str(), !Catch::Contains("] OMP_NUM_THREADS"));  // hvrun's environment sets it: theirs
   CHECK_THAT(text, !Catch::Contains("UNSET_ONE="));
   CHECK_THAT(text, !Catch::Contains("PATH="));  // hvrun's environment is not the contract
   CHECK_THAT(text, Catch::EndsWith("# HOROVOD_CYCLE_TIME=5 (horovodrun's flags)\n"
@@ -37,14 +47,21 @@ TEST_CASE("dry run: plan, placeholders for the launch's choices, -x over the con
                                    "# -x UNSET_ONE (from hvrun's environment)\n"));
 }
 
-TEST_CASE("dry run: --max-restarts shows the first attempt's torchelastic variables, and only then", "[dry_run]") {
+TEST_CASE("dry run: the first attempt's torchelastic variables, --max-restarts and --rdzv-id in them", "[dry_run]") {
   hvrun::LaunchOptions o;
   o.hosts = {{"a", 1}, {"b", 1}};
   o.command = {"python3", "ddp.py"};
   const hvrun::RankPlan plan(o.hosts, 2, false);
   std::ostringstream plain;
   hvrun::print_dry_run(plain, plan, o, {});
-  CHECK_THAT(plain.str(), !Catch::Contains("TORCHELASTIC_"));
+  CHECK_THAT(plain.str(), Catch::Contains("[1] TORCHELASTIC_MAX_RESTARTS=0\n"));
+  CHECK_THAT(plain.str(), Catch::Contains("[1] ROLE_NAME=default\n"));
+  CHECK_THAT(plain.str(), !Catch::Contains("OMP_NUM_THREADS"));  // one rank per host
+  o.run_id = "job7";
+  std::ostringstream named;
+  hvrun::print_dry_run(named, plan, o, {});
+  CHECK_THAT(named.str(), Catch::Contains("[0] TORCHELASTIC_RUN_ID=job7\n"));
+  o.run_id.clear();
 
   o.max_restarts = 2;
   std::ostringstream out;

@@ -126,6 +126,8 @@ TEST_CASE("--help shows the groups in their order, each option once", "[cli][hel
     CHECK_THAT(h.text, Catch::Contains("\n  --launcher WAY "));
     CHECK_THAT(h.text, Catch::Contains("\n  --blacklist-cooldown-range MIN MAX\n"));
     CHECK_THAT(h.text, Catch::Contains("\n  -cb,--check-build "));
+    CHECK_THAT(h.text, Catch::Contains("\n  --nnodes NODES "));
+    CHECK_THAT(h.text, Catch::Contains("\n  --rdzv-endpoint,--rdzv_endpoint ENDPOINT\n"));
   }
 }
 

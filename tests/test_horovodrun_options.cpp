@@ -19,6 +19,7 @@
 #include "common/error.hpp"
 #include "launcher/cli/launch_options.hpp"
 #include "tests/support/child_process.hpp"
+#include "tests/support/cli_parse.hpp"
 #include "tests/support/lab_hvrun.hpp"
 
 using Args = std::vector<std::string>;
@@ -26,25 +27,11 @@ using hvrun::CliAction;
 using hvrun::CliResult;
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
+using hvrun::test::cli_error;
 using hvrun::test::count_of;
+using hvrun::test::parse_cli;
 
 namespace {
-
-CliResult parse(const Args& args) {
-  std::vector<const char*> argv{"hvrun"};
-  for (const auto& a : args) argv.push_back(a.c_str());
-  return hvrun::parse_command_line(static_cast<int>(argv.size()), argv.data());
-}
-
-// The UsageError's message, or "accepted".
-std::string error(const Args& args) {
-  try {
-    parse(args);
-  } catch (const hvrun::UsageError& e) {
-    return e.what();
-  }
-  return "accepted";
-}
 
 std::optional<std::string> env_of(const CliResult& r, const std::string& name) {
   for (const auto& [k, v] : r.options.horovod_env)
@@ -251,14 +238,14 @@ TEST_CASE("every horovodrun option is accepted with its meaning, or refused with
       CAPTURE(args);
       if (!e.refused.empty()) {
         try {
-          parse(args);
+          parse_cli(args);
           FAIL_CHECK("accepted");
         } catch (const hvrun::UsageError& err) {
           CHECK_THAT(err.what(), Catch::Contains(e.refused) && Catch::Contains(name) && Catch::Contains("use"));
         }
       } else {
         CoutSilencer quiet;  // --version, --check-build
-        e.check(parse(args));
+        e.check(parse_cli(args));
       }
       ++checked;
     }
@@ -302,7 +289,7 @@ TEST_CASE("--config-file: horovodrun's sections, types and precedence", "[cli][h
                                      "library_options:\n  gloo_timeout_seconds: 90\n"
                                      "logging:\n  level: info\n  with_timestamp: false\n");
   SECTION("the file alone") {
-    const auto r = parse({"--config-file", file, "cmd"});
+    const auto r = parse_cli({"--config-file", file, "cmd"});
     CHECK(r.options.mpi);  // its controller, without --gloo or --mpi
     CHECK(env_of(r, "HOROVOD_FUSION_THRESHOLD") == "16777216");
     CHECK(env_of(r, "HOROVOD_CYCLE_TIME") == "5");  // a whole number stays one, as in Python's str()
@@ -321,63 +308,63 @@ TEST_CASE("--config-file: horovodrun's sections, types and precedence", "[cli][h
     for (const Args& args : {Args{"--fusion-threshold-mb", "1", "--config-file", file, "--gloo", "cmd"},
                              Args{"--gloo", "--config-file", file, "--fusion-threshold-mb", "1", "cmd"}}) {
       CAPTURE(args);
-      const auto r = parse(args);
+      const auto r = parse_cli(args);
       CHECK_FALSE(r.options.mpi);  // --gloo beats the file's controller
       CHECK(env_of(r, "HOROVOD_FUSION_THRESHOLD") == "1048576");
       CHECK(env_of(r, "HOROVOD_CYCLE_TIME") == "5");  // the rest still from the file
     }
-    const auto r = parse({"--config-file", file, "--stall-check", "--log-level", "error", "--autotune", "cmd"});
+    const auto r = parse_cli({"--config-file", file, "--stall-check", "--log-level", "error", "--autotune", "cmd"});
     CHECK(env_of(r, "HOROVOD_STALL_CHECK_DISABLE") == "0");
     CHECK(env_of(r, "HOROVOD_LOG_LEVEL") == "ERROR");
     CHECK(env_of(r, "HOROVOD_AUTOTUNE") == "1");
     CHECK(env_of(r, "HOROVOD_AUTOTUNE_WARMUP_SAMPLES") == "4");
   }
   SECTION("errors name the file and the key") {
-    CHECK_THAT(error({"--config-file", tmp.write("b.yaml", "params:\n  cache_capacity: many\n"), "cmd"}),
+    CHECK_THAT(cli_error({"--config-file", tmp.write("b.yaml", "params:\n  cache_capacity: many\n"), "cmd"}),
                Catch::Contains("params.cache_capacity is not an integer"));
-    CHECK_THAT(error({"--config-file", tmp.write("n.yaml", "params:\n  cycle_time_ms: -1\n"), "cmd"}),
+    CHECK_THAT(cli_error({"--config-file", tmp.write("n.yaml", "params:\n  cycle_time_ms: -1\n"), "cmd"}),
                Catch::Contains("--cycle-time-ms: -1 must be >= 0 (from --config-file)"));
-    CHECK_THAT(error({"--config-file", tmp.write("k.yaml", "controller: nccl\n"), "cmd"}),
+    CHECK_THAT(cli_error({"--config-file", tmp.write("k.yaml", "controller: nccl\n"), "cmd"}),
                Catch::Contains("controller 'nccl' is not gloo or mpi"));
-    CHECK_THAT(error({"--config-file", (tmp.dir / "missing.yaml").string(), "cmd"}), Catch::Contains("cannot be read"));
-    CHECK_THAT(error({"--config-file", tmp.write("y.yaml", "params: [1\n"), "cmd"}), Catch::Contains("not valid YAML"));
+    CHECK_THAT(cli_error({"--config-file", (tmp.dir / "missing.yaml").string(), "cmd"}), Catch::Contains("cannot be read"));
+    CHECK_THAT(cli_error({"--config-file", tmp.write("y.yaml", "params: [1\n"), "cmd"}), Catch::Contains("not valid YAML"));
   }
 }
 
 TEST_CASE("horovodrun's checks and exclusions", "[cli][horovodrun]") {
-  CHECK(error({"--fusion-threshold-mb", "-1", "cmd"}) == "--fusion-threshold-mb: -1 must be >= 0");
-  CHECK(error({"--autotune-gaussian-process-noise", "1.5", "cmd"}) ==
+  CHECK(cli_error({"--fusion-threshold-mb", "-1", "cmd"}) == "--fusion-threshold-mb: -1 must be >= 0");
+  CHECK(cli_error({"--autotune-gaussian-process-noise", "1.5", "cmd"}) ==
         "--autotune-gaussian-process-noise: 1.5 must be in [0, 1]");
-  CHECK(error({"--cache-capacity", "1.5", "cmd"}) == "--cache-capacity: '1.5' is not an integer");
-  CHECK(error({"--hierarchical-allreduce", "--no-hierarchical-allreduce", "cmd"}) ==
+  CHECK(cli_error({"--cache-capacity", "1.5", "cmd"}) == "--cache-capacity: '1.5' is not an integer");
+  CHECK(cli_error({"--hierarchical-allreduce", "--no-hierarchical-allreduce", "cmd"}) ==
         "--hierarchical-allreduce excludes --no-hierarchical-allreduce; give one of them");
-  CHECK_THAT(error({"--gloo", "--mpi", "cmd"}), Catch::Contains("excludes") && Catch::Contains("--mpi"));
-  CHECK_THAT(error({"--mpi", "--mpi-args=\"unclosed", "cmd"}), Catch::Contains("--mpi-args"));
+  CHECK_THAT(cli_error({"--gloo", "--mpi", "cmd"}), Catch::Contains("excludes") && Catch::Contains("--mpi"));
+  CHECK_THAT(cli_error({"--mpi", "--mpi-args=\"unclosed", "cmd"}), Catch::Contains("--mpi-args"));
   // Autotune and timeline details only take effect with autotuning / a timeline file, as in horovodrun.
-  const auto r = parse({"--autotune-warmup-samples", "3", "--timeline-mark-cycles", "cmd"});
+  const auto r = parse_cli({"--autotune-warmup-samples", "3", "--timeline-mark-cycles", "cmd"});
   CHECK(r.options.horovod_env.empty());
   // --log-level takes horovodrun's values in any case.
-  CHECK(env_of(parse({"--log-level", "WaRnInG", "cmd"}), "HOROVOD_LOG_LEVEL") == "WARNING");
+  CHECK(env_of(parse_cli({"--log-level", "WaRnInG", "cmd"}), "HOROVOD_LOG_LEVEL") == "WARNING");
 }
 
 TEST_CASE("mpirun's and horovodrun's single-dash words never fall into -h", "[cli]") {
   TempDir tmp;
   const std::string hostfile = tmp.write("hosts", "x slots=2\n");
   using Hosts = std::vector<hvrun::HostSpec>;
-  CHECK(parse({"-hostfile", hostfile, "cmd"}).options.hosts == Hosts{{"x", 2}});
-  CHECK(parse({"-hostfile=" + hostfile, "cmd"}).options.hosts == Hosts{{"x", 2}});
-  CHECK(parse({"-host", "a,b", "cmd"}).options.hosts == Hosts{{"a", 1}, {"b", 1}});
-  CHECK(parse({"--host", "a:2", "cmd"}).options.hosts == Hosts{{"a", 2}});
-  CHECK(parse({"-n", "4", "cmd"}).options.np == 4);
-  CHECK(parse({"-np", "4", "cmd"}).options.np == 4);
-  CHECK(parse({"-Ha:3", "cmd"}).options.hosts == Hosts{{"a", 3}});  // a short option's value attached
-  CHECK(parse({"-p2222", "cmd"}).options.ssh_port == 2222);
-  const auto o = parse({"-oversubscribe", "-allow-run-as-root", "-tag-output", "--tag-output", "cmd"}).options;
+  CHECK(parse_cli({"-hostfile", hostfile, "cmd"}).options.hosts == Hosts{{"x", 2}});
+  CHECK(parse_cli({"-hostfile=" + hostfile, "cmd"}).options.hosts == Hosts{{"x", 2}});
+  CHECK(parse_cli({"-host", "a,b", "cmd"}).options.hosts == Hosts{{"a", 1}, {"b", 1}});
+  CHECK(parse_cli({"--host", "a:2", "cmd"}).options.hosts == Hosts{{"a", 2}});
+  CHECK(parse_cli({"-n", "4", "cmd"}).options.np == 4);
+  CHECK(parse_cli({"-np", "4", "cmd"}).options.np == 4);
+  CHECK(parse_cli({"-Ha:3", "cmd"}).options.hosts == Hosts{{"a", 3}});  // a short option's value attached
+  CHECK(parse_cli({"-p2222", "cmd"}).options.ssh_port == 2222);
+  const auto o = parse_cli({"-oversubscribe", "-allow-run-as-root", "-tag-output", "--tag-output", "cmd"}).options;
   CHECK(o.oversubscribe);
   CHECK(o.allow_run_as_root);
-  CHECK(parse({"--oversubscribe", "--allow-run-as-root", "cmd"}).options.oversubscribe);
+  CHECK(parse_cli({"--oversubscribe", "--allow-run-as-root", "cmd"}).options.oversubscribe);
   // A single-dash word after the command is the command's.
-  CHECK(parse({"-np", "2", "prog", "-hostfile", "x"}).options.command == Args{"prog", "-hostfile", "x"});
+  CHECK(parse_cli({"-np", "2", "prog", "-hostfile", "x"}).options.command == Args{"prog", "-hostfile", "x"});
   for (const auto& [args, message] : std::vector<std::pair<Args, std::string>>{
            {{"-hostfiel", "f", "cmd"}, "unknown option '-hostfiel' (did you mean -hostfile?)"},
            {{"-hots", "a", "cmd"}, "unknown option '-hots' (did you mean -hosts?)"},
@@ -386,7 +373,7 @@ TEST_CASE("mpirun's and horovodrun's single-dash words never fall into -h", "[cl
        }) {
     CAPTURE(args);
     try {
-      parse(args);
+      parse_cli(args);
       FAIL_CHECK("accepted");
     } catch (const hvrun::UsageError& e) {
       CHECK(std::string(e.what()) == message);

@@ -93,3 +93,38 @@ TEST_CASE("an output directory that cannot be made names the flag", "[output]") 
   REQUIRE_THROWS_WITH(OutputMux(1, OutputOptions{"/proc/hvrun-cannot-write/x", false, 1, 2, 10}),
                       Catch::Contains("--output-filename") && Catch::Contains("/proc/hvrun-cannot-write"));
 }
+
+TEST_CASE("--log-dir: each attempt's files in torchrun's layout, the console filtered, the host in the prefix",
+          "[output][torchrun]") {
+  const auto dir = std::filesystem::temp_directory_path() / ("hvrun-mux-logs-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  RankLogOptions logs;
+  logs.dir = dir.string();
+  logs.tee = StreamSpec::parse("3", "--tee");
+  logs.local_ranks = {0};
+  logs.prefix_host = true;
+  std::string run;
+  {
+    Capture c;
+    OutputMux mux(2, OutputOptions{"", false, c.out[1], c.err[1], 10}, {}, RankLogs(logs, "job7"));
+    run = mux.log_run_dir();
+    mux.place(0, 0, "a", 0);
+    mux.place(1, 1, "a", 0);
+    mux.write(0, OutputStream::kStdout, "zero\n");
+    mux.write(1, OutputStream::kStdout, "one\n");
+    mux.write(1, OutputStream::kStderr, "one's error\n");
+    mux.flush(1);
+    mux.restart(1);
+    mux.place(1, 0, "b", 1);  // the restart moved rank 1 to b's local rank 0
+    mux.write(1, OutputStream::kStdout, "again\n");
+    REQUIRE(mux.drain(5s));
+    CHECK(Capture::drain(c.out[0]) == "[0@a]<stdout>:zero\n[1@b]<stdout>:again\n");
+    CHECK(Capture::drain(c.err[0]).empty());  // local rank 1's stderr is filtered from the console
+    CHECK(mux.last_stderr(1).empty());        // (forgotten by the restart, kept until it)
+  }
+  CHECK(slurp(run + "/attempt_0/a/0/stdout.log") == "zero\n");
+  CHECK(slurp(run + "/attempt_0/a/1/stdout.log") == "one\n");
+  CHECK(slurp(run + "/attempt_0/a/1/stderr.log") == "one's error\n");
+  CHECK(slurp(run + "/attempt_1/b/0/stdout.log") == "again\n");
+  std::filesystem::remove_all(dir);
+}

@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include <map>
 #include <set>
 #include <string>
@@ -16,6 +18,7 @@ hvrun::JobNetwork two_hosts() {
   net.hosts = {{"node-a", "enp6s0", "10.0.0.1"}, {"node-b", "enp5s0", "10.0.0.2"}};
   net.master_addr = "10.0.0.1";
   net.master_port = 29500;
+  net.restarts = {0, 0, "run-1"};
   return net;
 }
 
@@ -32,7 +35,8 @@ const std::set<std::string> kContractKeys{
     "HOROVOD_CROSS_RANK", "HOROVOD_CROSS_SIZE", "HOROVOD_HOSTNAME",   "HOROVOD_GLOO_IFACE", "RANK",
     "WORLD_SIZE",         "LOCAL_RANK",         "LOCAL_WORLD_SIZE",   "GROUP_RANK",        "MASTER_ADDR",
     "MASTER_PORT",        "HOROVOD_CONTROLLER", "HOROVOD_CPU_OPERATIONS", "PYTHONUNBUFFERED",
-    "PYTHONFAULTHANDLER"};
+    "PYTHONFAULTHANDLER", "GROUP_WORLD_SIZE",   "ROLE_RANK",          "ROLE_WORLD_SIZE",   "ROLE_NAME",
+    "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID"};
 
 }  // namespace
 
@@ -70,6 +74,13 @@ TEST_CASE("rank environment: exact keys and values before the store exists", "[r
       {"LOCAL_RANK", "0"},
       {"LOCAL_WORLD_SIZE", "1"},
       {"GROUP_RANK", "1"},
+      {"GROUP_WORLD_SIZE", "2"},
+      {"ROLE_RANK", "2"},
+      {"ROLE_WORLD_SIZE", "3"},
+      {"ROLE_NAME", "default"},
+      {"TORCHELASTIC_RESTART_COUNT", "0"},
+      {"TORCHELASTIC_MAX_RESTARTS", "0"},
+      {"TORCHELASTIC_RUN_ID", "run-1"},
       {"MASTER_ADDR", "10.0.0.1"},
       {"MASTER_PORT", "29500"},
   };
@@ -126,4 +137,49 @@ TEST_CASE("GROUP_RANK is the node index among used hosts, not the cross rank", "
 TEST_CASE("rank environment needs network facts for the rank's host", "[rank_env]") {
   const hvrun::RankPlan plan({{"a", 1}, {"b", 1}, {"c", 1}}, 0, false);
   CHECK_THROWS_AS(hvrun::rank_environment(plan.rank(2), two_hosts()), hvrun::Error);
+}
+
+TEST_CASE("torchrun's whole environment: group, role, run, restarts; GROUP_WORLD_SIZE counts hosts with ranks",
+          "[rank_env][torchrun]") {
+  // a:2, b:2, c:2 with 4 ranks: c runs none, so the group is a and b.
+  const hvrun::RankPlan plan({{"a", 2}, {"b", 2}, {"c", 2}}, 4, false);
+  hvrun::JobNetwork net;
+  net.hosts = {{"a", "eth0", "10.0.0.1"}, {"b", "eth0", "10.0.0.2"}, {"c", "eth0", "10.0.0.3"}};
+  net.restarts = {1, 3, "job7"};
+  net.role = "trainer";
+  for (int r = 0; r < 4; ++r) {
+    const Env env = hvrun::rank_environment(plan.rank(r), net);
+    INFO("rank " << r);
+    CHECK(env.at("GROUP_RANK") == std::to_string(r / 2));
+    CHECK(env.at("GROUP_WORLD_SIZE") == "2");
+    CHECK(env.at("ROLE_RANK") == std::to_string(r));
+    CHECK(env.at("ROLE_WORLD_SIZE") == "4");
+    CHECK(env.at("ROLE_NAME") == "trainer");
+    CHECK(env.at("TORCHELASTIC_RESTART_COUNT") == "1");
+    CHECK(env.at("TORCHELASTIC_MAX_RESTARTS") == "3");
+    CHECK(env.at("TORCHELASTIC_RUN_ID") == "job7");
+    CHECK(env.count("TORCHELASTIC_USE_AGENT_STORE") == 0);
+    CHECK(env.count("OMP_NUM_THREADS") == 0);  // the ranks' environment was not said to lack it
+  }
+}
+
+TEST_CASE("OMP_NUM_THREADS=1 as torchrun sets it: ranks sharing a host, when nothing sets it", "[rank_env][torchrun]") {
+  const hvrun::RankPlan plan({{"a", 2}, {"b", 1}}, 0, false);
+  auto net = two_hosts();
+  CHECK(hvrun::omp_threads_notice(plan, net).empty());
+  net.omp_threads_unset = true;
+  CHECK(hvrun::rank_environment(plan.rank(0), net).at("OMP_NUM_THREADS") == "1");
+  CHECK(hvrun::rank_environment(plan.rank(1), net).at("OMP_NUM_THREADS") == "1");
+  CHECK(hvrun::rank_environment(plan.rank(2), net).count("OMP_NUM_THREADS") == 0);  // alone on b
+  const std::string notice = hvrun::omp_threads_notice(plan, net);
+  CHECK_THAT(notice, Catch::StartsWith("OMP_NUM_THREADS=1 for each rank on a host that runs more than one"));
+  CHECK(notice.find('\n') == std::string::npos);
+  CHECK(hvrun::omp_threads_notice(hvrun::RankPlan({{"a", 1}, {"b", 1}}, 0, false), net).empty());
+}
+
+TEST_CASE("TORCHELASTIC_RUN_ID: --rdzv-id, else hvrun-HOST-PID", "[rank_env][torchrun]") {
+  hvrun::LaunchOptions o;
+  CHECK_THAT(hvrun::job_run_id(o), Catch::StartsWith("hvrun-") && Catch::EndsWith("-" + std::to_string(::getpid())));
+  o.run_id = "job7";
+  CHECK(hvrun::job_run_id(o) == "job7");
 }

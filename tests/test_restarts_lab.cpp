@@ -8,40 +8,25 @@
 #include <signal.h>
 
 #include <filesystem>
-#include <regex>
 #include <set>
 #include <string>
 
 #include "tests/support/child_process.hpp"
 #include "tests/support/lab.hpp"
 #include "tests/support/lab_hvrun.hpp"
+#include "tests/support/torch_python.hpp"
 
 using namespace hvrun::test;
 using namespace std::chrono_literals;
 
 namespace {
 
-const char* const kPython = "/usr/bin/python3";  // Debian's, which has torch
-
-std::optional<std::string> torch_unavailable() {
-  if (run({kPython, "-c", "import torch.distributed"}, 120s).exit_code != 0)
-    return std::string(kPython) + " cannot import torch (scripts/horovod.sh installs Debian's python3-torch; "
-                                  "scripts/test.sh runs it)";
-  return std::nullopt;
-}
+const char* const kPython = kTorchPython;  // Debian's, which has torch
 
 std::string program() { return source_dir() + "/tests/faults/ddp_restart.py"; }
 
 // "DDP done rank=R size=S restart=C max=M port=P same=1" lines: rank -> the rest of the line.
-std::map<int, std::string> done_lines(const std::string& out) {
-  static const std::regex line(R"(\[(\d+)\]<stdout>:DDP done rank=(\d+) (.*))");
-  std::map<int, std::string> lines;
-  for (std::sregex_iterator it(out.begin(), out.end(), line), end; it != end; ++it) {
-    CHECK((*it)[1].str() == (*it)[2].str());
-    lines[std::stoi((*it)[2].str())] = (*it)[3].str();
-  }
-  return lines;
-}
+std::map<int, std::string> done_lines(const std::string& out) { return rank_lines(out, "DDP done"); }
 
 // Lab hosts 1 and 2 run the job, two ranks each, started from host 0; a marker in every process.
 struct RestartLab {
@@ -52,13 +37,6 @@ struct RestartLab {
 };
 
 }  // namespace
-
-#define HVRUN_SKIP_WITHOUT_TORCH_LAB()                 \
-  HVRUN_SKIP_WITHOUT_LAB();                            \
-  if (auto why = torch_unavailable()) {                \
-    WARN("restart tests skipped: " << *why);           \
-    return;                                            \
-  }
 
 TEST_CASE("restarts with torch DDP on lab hosts: a rank killed mid-run restarts every rank, a spent budget ends "
           "the job naming the failure",

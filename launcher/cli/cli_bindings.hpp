@@ -8,6 +8,7 @@
 
 #include "launcher/cli/horovodrun_flags.hpp"
 #include "launcher/cli/launch_options.hpp"
+#include "launcher/cli/torchrun_flags.hpp"
 
 namespace CLI {
 class App;
@@ -37,7 +38,9 @@ struct CliBindings {
   std::string launcher = "auto";
   std::string log_level;   // --hvrun-log-level, checked against the level names by CLI11
   std::string log_subsys;  // --hvrun-log-subsys, parsed by parse_log_subsys
+  std::string ranks_filter;  // --ranks-filter, parsed by parse_rank_list
   HorovodrunFlags horovodrun;
+  TorchrunFlags torchrun;
 
   CLI::Option* hosts_opt = nullptr;
   CLI::Option* hostfile_opt = nullptr;

@@ -25,6 +25,7 @@ inline constexpr const char* kOutput = "Output and logging";
 inline constexpr const char* kChecks = "Checks without a launch";
 inline constexpr const char* kTuning = "horovodrun's tuning: HOROVOD_* for the ranks, set only when given (else Horovod's defaults)";
 inline constexpr const char* kAutotune = "horovodrun's autotune, timeline, stall check and logging (HOROVOD_*)";
+inline constexpr const char* kTorchrun = "torchrun's options, for every host at once (README \"Coming from torchrun\")";
 inline constexpr const char* kElastic = "Elastic training: refused (hvrun runs fixed-size jobs)";
 inline constexpr const char* kMpirun = "Controllers and mpirun compatibility";
 inline constexpr const char* kAbout = "About hvrun";
@@ -34,7 +35,7 @@ inline constexpr const char* kAbout = "About hvrun";
 inline constexpr std::array kHelpGroups{
     help_group::kHosts,   help_group::kSsh,      help_group::kNetwork, help_group::kSupervision,
     help_group::kOutput,  help_group::kChecks,   help_group::kTuning,  help_group::kAutotune,
-    help_group::kElastic, help_group::kMpirun,   help_group::kAbout,
+    help_group::kTorchrun, help_group::kElastic, help_group::kMpirun, help_group::kAbout,
 };
 
 inline constexpr std::size_t kHelpWidth = 100;  // no help line is longer

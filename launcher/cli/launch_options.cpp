@@ -25,6 +25,7 @@
 #include "launcher/cli/log_choice.hpp"
 #include "launcher/cli/option_spelling.hpp"
 #include "launcher/cli/slurm_allocation.hpp"
+#include "launcher/cli/torchrun_flags.hpp"
 #include "launcher/nic/nic_filter.hpp"
 
 namespace hvrun {
@@ -246,7 +247,7 @@ void define_options(CLI::App& app, CliBindings& b) {
       ->transform(seconds(false))
       ->type_name("SECONDS")
       ->group(g::kSupervision);
-  app.add_option("--max-restarts", o.max_restarts,
+  app.add_option("--max-restarts,--max_restarts", o.max_restarts,
                  "Restart every rank, up to N times in all, after a rank fails or a host is lost (torchrun's; "
                  "with --min-np, go on with fewer ranks; default: 0)")
       ->transform(int_in_range(0, 1'000'000, "a whole number of restarts, 0 or more"))
@@ -272,6 +273,12 @@ void define_options(CLI::App& app, CliBindings& b) {
       ->type_name("DIR")
       ->group(g::kOutput);
   app.add_flag("--prefix-output-with-timestamp", o.prefix_timestamp, "Prefix output lines with the time (UTC)")
+      ->group(g::kOutput);
+  app.add_flag("--prefix-output-with-hostname", o.logs.prefix_host, "Prefix output lines with [RANK@HOST]")
+      ->group(g::kOutput);
+  app.add_option("--ranks-filter", b.ranks_filter,
+                 "Show only these ranks' lines on the console, e.g. 0,8 (files and failure reports keep all)")
+      ->type_name("LIST")
       ->group(g::kOutput);
   app.add_flag("--verbose", o.verbose, "Log the launch's decisions (--hvrun-log-level info)")->group(g::kOutput);
   b.level_opt = app.add_option("--hvrun-log-level", b.log_level, "hvrun's own logging threshold (default: warn)")
@@ -303,6 +310,7 @@ void define_options(CLI::App& app, CliBindings& b) {
       ->group(g::kNetwork);
 
   add_horovodrun_options(app, b.horovodrun);
+  add_torchrun_options(app, b.torchrun);
 }
 
 namespace {
@@ -429,6 +437,7 @@ CliResult parse_command_line(int argc, const char* const* argv) {
   o.log_level = choose_log_level(o.verbose, b.level_opt->count() > 0
                                                 ? std::optional<LogLevel>(spdlog::level::from_str(b.log_level))
                                                 : std::nullopt);
+  if (app.get_option("--ranks-filter")->count() > 0) o.logs.ranks = parse_rank_list(b.ranks_filter, "--ranks-filter");
   if (b.subsys_opt->count() > 0) o.log_subsys = parse_log_subsys(b.log_subsys, "--hvrun-log-subsys");
   for (const auto& item : b.env) o.env.push_back(split_env(item));
   NicFilter::parse(o.network_interfaces);  // syntax errors stop here, before any host is contacted
@@ -451,6 +460,7 @@ CliResult parse_command_line(int argc, const char* const* argv) {
   if (o.hosts.empty())
     o.hosts = allocation ? allocation->nodes : std::vector<HostSpec>{HostSpec{"localhost", b.np > 0 ? b.np : 1}};
   o.launcher = choose_launcher(b.launcher, !o.rsh_agent.empty(), allocation, o.hosts);
+  settle_torchrun_options(app, b.torchrun, o);
   if (o.min_np > 0) {
     long slots = 0;
     for (const HostSpec& h : o.hosts) slots += h.slots;

@@ -10,6 +10,7 @@
 #include "common/log.hpp"
 #include "launcher/cli/host_list.hpp"
 #include "launcher/cli/launcher_choice.hpp"
+#include "launcher/output/rank_logs.hpp"
 
 namespace hvrun {
 
@@ -47,6 +48,13 @@ struct LaunchOptions {
   // when hosts are lost; 0: every attempt runs -np ranks.
   int max_restarts = 0;
   int min_np = 0;
+  // torchrun's --rdzv-id and --role (launcher/cli/torchrun_flags.hpp): TORCHELASTIC_RUN_ID (empty: hvrun
+  // makes one, hvrun-HOST-PID) and ROLE_NAME.
+  std::string run_id;
+  std::string role = "default";
+  // torchrun's form (any of its options but --max-restarts and the log options): its interpreter rule
+  // was applied to `command`, and ranks sharing a host get OMP_NUM_THREADS=1 unless it is set.
+  bool torchrun_form = false;
   // Horovod elastic (horovodrun's --host-discovery-script, or --min-np without --max-restarts;
   // launcher/job/elastic_job.hpp): the workers stay up and re-initialise when hosts come and go.
   struct Elastic {
@@ -62,6 +70,9 @@ struct LaunchOptions {
   // -x VAR (nullopt: pass the launcher's value) or VAR=VALUE (VALUE may be empty or hold '=')
   std::vector<std::pair<std::string, std::optional<std::string>>> env;
   std::string output_filename;       // --output-filename DIR
+  // torchrun's --log-dir, --redirects, --tee, --local-ranks-filter (torchrun_flags.hpp), hvrun's
+  // --ranks-filter and --prefix-output-with-hostname: launcher/output/rank_logs.hpp.
+  RankLogOptions logs;
   bool prefix_timestamp = false;
   bool verbose = false;
   // hvrun's own threshold, from --hvrun-log-level and --verbose (choose_log_level, launcher/cli/log_choice.hpp).

@@ -107,15 +107,15 @@ RankInfo RankPlan::rank(int global_rank) const {
   for (std::size_t i = 0; i < hosts_.size(); ++i) {
     const auto& h = hosts_[i];
     if (h.local_size == 0) continue;
-    if (global_rank < h.first_rank + h.local_size) {
+    if (global_rank >= h.first_rank && global_rank < h.first_rank + h.local_size) {
       info.host_index = static_cast<int>(i);
       info.node_rank = node;
       info.local_rank = global_rank - h.first_rank;
       info.local_size = h.local_size;
-      break;
     }
     ++node;
   }
+  info.node_count = node;
   // Horovod's cross communicator: the ranks with this local rank, one per host that has that many.
   for (std::size_t i = 0; i < hosts_.size(); ++i) {
     if (hosts_[i].local_size <= info.local_rank) continue;

@@ -20,6 +20,7 @@ struct RankInfo {
   int cross_rank = 0, cross_size = 0;  // Horovod's: among hosts with more than local_rank ranks
   int host_index = 0;                  // index into RankPlan::hosts
   int node_rank = 0;                   // index among hosts that run ranks (torch's GROUP_RANK)
+  int node_count = 0;                  // hosts that run ranks (torch's GROUP_WORLD_SIZE)
 };
 
 class RankPlan {

@@ -31,6 +31,8 @@ std::optional<std::vector<int>> ElasticWorkers::start(const std::vector<SlotInfo
   const std::size_t coordinator = admission_.index_of(assignment.front().host);
   net.master_addr = admission_.nic_of(coordinator)->address;
   net.master_port = hosts_[coordinator].master_port;
+  net.restarts.run_id = job_run_id(launch_.options);
+  net.role = launch_.options.role;
   std::vector<std::string> node_order = assignment_hosts(assignment);
   for (auto& [i, slots] : by_host) {
     net.horovod_rendezvous_addr = admission_.rendezvous_addr(i);
@@ -43,7 +45,9 @@ std::optional<std::vector<int>> ElasticWorkers::start(const std::vector<SlotInfo
       output_.open_files(id);
       const int node = static_cast<int>(std::find(node_order.begin(), node_order.end(), s.host) - node_order.begin());
       auto rank_env = rank_environment(
-          RankInfo{s.rank, s.size, s.local_rank, s.local_size, s.cross_rank, s.cross_size, static_cast<int>(i), node}, net);
+          RankInfo{s.rank, s.size, s.local_rank, s.local_size, s.cross_rank, s.cross_size, static_cast<int>(i), node,
+                   static_cast<int>(node_order.size())},
+          net);
       rank_env["HOROVOD_ELASTIC"] = "1";
       apply_user_variables(rank_env, env.user());
       m.ranks.push_back(RankLaunch{id, std::move(rank_env)});

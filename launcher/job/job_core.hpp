@@ -95,7 +95,8 @@ class JobCore {
         ranks, OutputOptions{options.output_filename, options.prefix_timestamp, 1, 2, 10, files_on_demand},
         [this] { boost::asio::post(io, [this] {
           if (links) links->acknowledge_all();
-        }); });
+        }); },
+        RankLogs(options.logs, job_run_id(options)));
   }
 
   // The ranks' environment policy and working directory, the same for the fingerprints and the launch.

@@ -7,6 +7,7 @@
 #include "common/duration_text.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "common/rank_contract_names.hpp"
 #include "launcher/base/exit_codes.hpp"
 #include "launcher/base/host_names.hpp"
 #include "launcher/base/shell_quote.hpp"
@@ -233,14 +234,27 @@ std::vector<std::string> JobLaunch::hosts_with_ranks() const {
 void JobLaunch::launch() {
   const JobRestarts& restarts = job_.restarts;
   const RankPlan& plan = job_.plan;
-  JobServices services{rank0_host(job_.hosts, plan), job_.secret.store_token(), horovod_rendezvous_addr_,
-                       horovod_rendezvous_port_, {}};
-  if (restarts.enabled()) services.restarts = JobNetwork::Restarts{restarts.used(), restarts.max(), restarts.run_id()};
+  const JobServices services{rank0_host(job_.hosts, plan),
+                             job_.secret.store_token(),
+                             horovod_rendezvous_addr_,
+                             horovod_rendezvous_port_,
+                             JobNetwork::Restarts{restarts.used(), restarts.max(), restarts.run_id()},
+                             options_.role,
+                             options_.torchrun_form && hooks_.env().local().count(rank_contract::kOmpNumThreads) == 0};
   const JobNetwork net = job_network(job_.hosts, plan, *nics_->round(), services);
-  if (restarts.used() == 0) warn_about_user_environment(hooks_.env(), *nics_->round());
+  if (restarts.used() == 0) {
+    warn_about_user_environment(hooks_.env(), *nics_->round());
+    if (const std::string notice = omp_threads_notice(plan, net); !notice.empty()) spdlog::warn("{}", notice);
+    if (!job_.output->log_run_dir().empty())
+      spdlog::warn("every rank's output is written to {} (torchrun's layout, with the host)", job_.output->log_run_dir());
+  }
   if (restarts.used() > 0) {  // the failed attempt's exits are all in: the new plan's
     hooks_.reassign();
     for (int r = 0; r < plan.size(); ++r) job_.output->restart(r);
+  }
+  for (int r = 0; r < plan.size(); ++r) {
+    const RankInfo info = plan.rank(r);
+    job_.output->place(r, info.local_rank, plan.hosts()[static_cast<std::size_t>(info.host_index)].host, restarts.used());
   }
   for (std::size_t i = 0; i < job_.hosts.size(); ++i)  // none to a lost host
     job_.links->send(i, launch_message(job_.hosts[i], plan, net, hooks_.env(), options_, hooks_.cwd()));

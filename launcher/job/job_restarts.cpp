@@ -1,13 +1,10 @@
 #include "launcher/job/job_restarts.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <spdlog/spdlog.h>
 
 #include "common/duration_text.hpp"
 #include "common/error.hpp"
-#include "common/local_hostname.hpp"
 #include "launcher/base/host_names.hpp"
 #include "launcher/job/job_timeouts.hpp"
 #include "launcher/job/rank_launch.hpp"
@@ -26,7 +23,7 @@ JobRestarts::JobRestarts(const LaunchOptions& options, RankPlan& plan, std::vect
       hooks_(std::move(hooks)),
       budget_(options.max_restarts, plan.size(), options.min_np) {}
 
-std::string JobRestarts::run_id() const { return "hvrun-" + local_hostname() + "-" + std::to_string(::getpid()); }
+std::string JobRestarts::run_id() const { return job_run_id(options_); }
 
 void JobRestarts::hosts_known() { gone_.assign(plan_.hosts().size(), false); }
 

@@ -45,7 +45,7 @@ class JobRestarts {
   int max() const { return budget_.max(); }
   bool left() const { return budget_.used() < budget_.max(); }
   Clock::time_point since() const { return since_; }  // when the failure that began the restart came
-  // TORCHELASTIC_RUN_ID: this launcher's job, the same in every attempt.
+  // TORCHELASTIC_RUN_ID: --rdzv-id, else this launcher's job; the same in every attempt.
   std::string run_id() const;
 
   // The job's hosts are known (none lost yet).

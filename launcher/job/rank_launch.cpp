@@ -42,6 +42,8 @@ JobNetwork job_network(const std::vector<JobHost>& hosts, const RankPlan& plan, 
   net.horovod_rendezvous_addr = services.horovod_rendezvous_addr;
   net.horovod_rendezvous_port = services.horovod_rendezvous_port;
   net.restarts = services.restarts;
+  net.role = services.role;
+  net.omp_threads_unset = services.omp_threads_unset;
   return net;
 }
 
@@ -50,7 +52,7 @@ LaunchMsg launch_message(const JobHost& h, const RankPlan& plan, const JobNetwor
   const HostPlan& hp = plan.hosts()[h.plan_index];
   LaunchMsg m{cwd, options.command, h.is_local ? env.local() : env.remote(), {}};
   // A torchrun-started program reads this as "a torchelastic agent serves a store": none does here.
-  if (net.restarts) m.env.erase(rank_contract::kTorchUseAgentStore);
+  m.env.erase(rank_contract::kTorchUseAgentStore);
   for (int r = hp.first_rank; r < hp.first_rank + hp.local_size; ++r) {
     auto rank_env = rank_environment(plan.rank(r), net);
     apply_user_variables(rank_env, env.user());

@@ -23,7 +23,9 @@ struct JobServices {
   std::string store_token;
   std::optional<std::string> horovod_rendezvous_addr;
   int horovod_rendezvous_port = 0;
-  std::optional<JobNetwork::Restarts> restarts;  // --max-restarts
+  JobNetwork::Restarts restarts;  // this attempt, of --max-restarts, in the run
+  std::string role;               // --role
+  bool omp_threads_unset = false;  // the ranks' environment has no OMP_NUM_THREADS
 };
 
 // The host (the job's index) that runs rank 0 in `plan` (it serves the store and Horovod's rendezvous);

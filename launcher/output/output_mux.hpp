@@ -1,7 +1,8 @@
 #pragma once
 // Where rank output goes: each rank's stdout and stderr are cut into lines (LineSplitter) and written
 // to hvrun's stdout/stderr behind "[RANK]<stdout>:" / "[RANK]<stderr>:", one write per line so lines
-// never interleave; with --output-filename also raw into DIR/rank.N/{stdout,stderr}. The last stderr
+// never interleave; with --output-filename also raw into DIR/rank.N/{stdout,stderr}, with torchrun's
+// --log-dir into its layout (rank_logs.hpp), which also chooses whose lines the console shows. The last stderr
 // lines of each rank are kept for the failure report. The writes themselves happen on an
 // OutputWriter's thread: write() and flush() never block on a slow reader.
 #include <chrono>
@@ -15,6 +16,7 @@
 #include "common/unique_fd.hpp"
 #include "launcher/output/line_splitter.hpp"
 #include "launcher/output/output_writer.hpp"
+#include "launcher/output/rank_logs.hpp"
 #include "launcher/output/stderr_digest.hpp"
 
 namespace hvrun {
@@ -34,12 +36,17 @@ class OutputMux {
  public:
   // Creates DIR/rank.N/ for every rank up front (DIR alone with files_on_demand), so a bad directory
   // fails before anything starts (UsageError naming --output-filename and the path).
-  // `on_relieved`: see OutputWriter.
-  OutputMux(int size, OutputOptions options, std::function<void()> on_relieved = {});
+  // `on_relieved`: see OutputWriter. `logs`: torchrun's --log-dir, --redirects, --tee and the console
+  // filters, applied by place().
+  OutputMux(int size, OutputOptions options, std::function<void()> on_relieved = {}, RankLogs logs = {});
 
   // files_on_demand: DIR/rank.N/ for `rank`, before its first output; nothing when there is no DIR or
   // they are made. UsageError as the constructor's.
   void open_files(int rank);
+  // torchrun's logs: where `rank` (`local_rank` on `host`) writes in `attempt` (0 first), before its
+  // first output; its files from an earlier attempt are closed. UsageError when they cannot be made.
+  void place(int rank, int local_rank, const std::string& host, int attempt);
+  const std::string& log_run_dir() const { return logs_.run_dir(); }  // "" without log files
   void write(int rank, OutputStream stream, std::string_view bytes);
   // The rank's streams are over (it exited): print partial lines as lines.
   void flush(int rank);
@@ -64,13 +71,17 @@ class OutputMux {
   struct RankOutput {
     LineSplitter out, err;
     UniqueFd out_file, err_file;
+    bool console_out = true, console_err = true;
+    std::string label;  // the prefix's rank part; "" for the rank's number
     std::deque<std::string> tail;
     StderrDigest digest;
   };
   void emit(int rank, OutputStream stream, std::string_view line);
 
   OutputOptions options_;
+  RankLogs logs_;
   std::vector<RankOutput> ranks_;
+  std::vector<UniqueFd> retired_;  // earlier attempts' log files, open while the writer may hold their chunks
   OutputWriter writer_;  // last: its thread stops before the files it writes are closed
 };
 

@@ -1,5 +1,7 @@
 #include "launcher/ranks/dry_run.hpp"
 
+#include "common/rank_contract_names.hpp"
+#include "launcher/ranks/env_policy.hpp"
 #include "launcher/ranks/rank_env.hpp"
 #include "launcher/ranks/user_env.hpp"
 
@@ -19,9 +21,12 @@ void print_dry_run(std::ostream& out, const RankPlan& plan, const LaunchOptions&
   }
   net.master_addr = "<rank 0's host's address>";
   net.horovod_rendezvous_addr = net.master_addr;
-  // --max-restarts: the first attempt's view (each restart raises TORCHELASTIC_RESTART_COUNT by one).
-  if (options.max_restarts > 0)
-    net.restarts = JobNetwork::Restarts{0, options.max_restarts, "hvrun-<the launcher's hostname>-<its pid>"};
+  // The first attempt's view (each restart raises TORCHELASTIC_RESTART_COUNT by one).
+  net.restarts = JobNetwork::Restarts{
+      0, options.max_restarts, options.run_id.empty() ? "hvrun-<the launcher's hostname>-<its pid>" : options.run_id};
+  net.role = options.role;
+  net.omp_threads_unset =
+      options.torchrun_form && EnvPolicy(launcher_env, options).local().count(rank_contract::kOmpNumThreads) == 0;
   out << "# command:";
   for (const auto& a : options.command) out << ' ' << a;
   out << "\n";

@@ -1,6 +1,9 @@
 #include "launcher/ranks/rank_env.hpp"
 
+#include <unistd.h>
+
 #include "common/error.hpp"
+#include "common/local_hostname.hpp"
 #include "common/rank_contract_names.hpp"
 
 namespace hvrun {
@@ -48,6 +51,13 @@ std::map<std::string, std::string> rank_environment(const RankInfo& rank, const 
       {kTorchLocalRank, str(rank.local_rank)},
       {kTorchLocalWorldSize, str(rank.local_size)},
       {kTorchGroupRank, str(rank.node_rank)},
+      {kTorchGroupWorldSize, str(rank.node_count)},
+      {kTorchRoleRank, str(rank.rank)},
+      {kTorchRoleWorldSize, str(rank.size)},
+      {kTorchRoleName, net.role},
+      {kTorchRestartCount, str(net.restarts.count)},
+      {kTorchMaxRestarts, str(net.restarts.max)},
+      {kTorchRunId, net.restarts.run_id},
       {kMasterAddr, net.master_addr},
       {kMasterPort, str(net.master_port)},
   };
@@ -60,12 +70,22 @@ std::map<std::string, std::string> rank_environment(const RankInfo& rank, const 
     env[kHorovodGlooRendezvousAddr] = *net.horovod_rendezvous_addr;
     env[kHorovodGlooRendezvousPort] = str(net.horovod_rendezvous_port);
   }
-  if (net.restarts) {
-    env[kTorchRestartCount] = str(net.restarts->count);
-    env[kTorchMaxRestarts] = str(net.restarts->max);
-    env[kTorchRunId] = net.restarts->run_id;
-  }
+  if (net.omp_threads_unset && rank.local_size > 1) env[kOmpNumThreads] = "1";
   return env;
+}
+
+std::string job_run_id(const LaunchOptions& options) {
+  if (!options.run_id.empty()) return options.run_id;
+  return "hvrun-" + local_hostname() + "-" + std::to_string(::getpid());
+}
+
+std::string omp_threads_notice(const RankPlan& plan, const JobNetwork& net) {
+  if (!net.omp_threads_unset) return {};
+  for (const HostPlan& h : plan.hosts())
+    if (h.local_size > 1)
+      return "OMP_NUM_THREADS=1 for each rank on a host that runs more than one, as torchrun sets it, so that "
+             "they do not overload the host; tune it with -x OMP_NUM_THREADS=N";
+  return {};
 }
 
 }  // namespace hvrun

@@ -1,5 +1,7 @@
 #include "tests/support/lab_hvrun.hpp"
 
+#include <catch2/catch.hpp>
+
 #include <unistd.h>
 
 #include <fstream>
@@ -18,6 +20,16 @@ TempHome::TempHome() : dir(fs::temp_directory_path() / ("hvrun-home-" + std::to_
 TempHome::~TempHome() {
   std::error_code ignored;
   fs::remove_all(dir, ignored);
+}
+
+std::map<int, std::string> rank_lines(const std::string& out, const std::string& head) {
+  const std::regex line(R"(\[(\d+)\]<stdout>:)" + head + R"( rank=(\d+) (.*))");
+  std::map<int, std::string> lines;
+  for (std::sregex_iterator it(out.begin(), out.end(), line), end; it != end; ++it) {
+    CHECK((*it)[1].str() == (*it)[2].str());
+    lines[std::stoi((*it)[2].str())] = (*it)[3].str();
+  }
+  return lines;
 }
 
 SharedDir::SharedDir(const std::string& name)

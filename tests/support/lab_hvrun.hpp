@@ -36,6 +36,10 @@ struct SharedDir {
 std::vector<std::string> hvrun_on(const Lab& lab, const TempHome& home, std::vector<std::string> args, int host = 0,
                                   const std::string& hvrun = hvrun_bin());
 
+// The lines "[R]<stdout>:HEAD rank=R REST" of hvrun's stdout `out` (HEAD: letters and spaces), as R -> REST;
+// a line that hvrun's prefix gives to another rank than its text names fails the test.
+std::map<int, std::string> rank_lines(const std::string& out, const std::string& head);
+
 // How often `needle` occurs in `text`.
 int count_of(const std::string& text, const std::string& needle);
 
