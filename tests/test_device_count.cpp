@@ -1,17 +1,25 @@
 // torchrun's --nproc-per-node gpu, cpu and auto: the count rules (launcher/cli/device_count.hpp) with
-// torchrun's meaning, CUDA_VISIBLE_DEVICES read as CUDA reads it.
+// torchrun's meaning, CUDA_VISIBLE_DEVICES read as CUDA reads it, the command line's checks, and the
+// census's question and answer (launcher/start/device_census.hpp) as this machine's /bin/sh gives it.
 #include <catch2/catch.hpp>
+
+#include <unistd.h>
 
 #include <string>
 #include <vector>
 
 #include "common/error.hpp"
 #include "launcher/cli/device_count.hpp"
+#include "launcher/start/device_census.hpp"
+#include "tests/sshd_fixture.hpp"
+#include "tests/support/child_process.hpp"
+#include "tests/support/cli_parse.hpp"
 
 using Args = std::vector<std::string>;
 using hvrun::HostDevices;
 using hvrun::PerHostCount;
 using hvrun::visible_gpus;
+using hvrun::test::cli_error;
 
 namespace {
 
@@ -63,4 +71,78 @@ TEST_CASE("--nproc-per-node cpu, gpu and auto per host: torchrun's rules", "[tor
   CHECK_THAT(usage_error_of(kGpu, empty, std::nullopt), Catch::Contains("node7") && Catch::Contains("lists no GPU"));
   CHECK_THAT(usage_error_of(kGpu, four, "7"), Catch::Contains("node7") && Catch::Contains("CUDA_VISIBLE_DEVICES='7'") &&
                                                    Catch::Contains("hides all 4 of its GPUs"));
+}
+
+TEST_CASE("--nproc-per-node gpu, cpu, auto on the command line: counted later, refused with what cannot go with them",
+          "[cli][torchrun][nproc]") {
+  for (const auto& [value, kind] : {std::pair{"gpu", PerHostCount::kGpu}, std::pair{"cpu", PerHostCount::kCpu},
+                                    std::pair{"auto", PerHostCount::kAuto}}) {
+    INFO(value);
+    const auto o = hvrun::test::parse_cli({"-H", "a,b", "--nproc_per_node", value, "t.py"}).options;
+    CHECK(o.per_host_count == kind);
+    CHECK(o.np == 0);
+    CHECK(o.hosts[0].slots == 1);
+    CHECK(o.torchrun_form);
+  }
+  CHECK_THAT(cli_error({"--nproc-per-node", "xpu", "t.py"}), Catch::Contains("not XPUs"));
+  CHECK_THAT(cli_error({"--nproc-per-node", "two", "t.py"}), Catch::StartsWith("--nproc-per-node: 'two' is not a number"));
+  CHECK_THAT(cli_error({"-H", "a:4,b", "--nproc-per-node", "gpu", "t.py"}),
+             Catch::StartsWith("--nproc-per-node gpu runs as many ranks on every host as it has, and a has 4 slots"));
+  CHECK_THAT(cli_error({"-H", "a,b", "-np", "4", "--nproc-per-node", "cpu", "t.py"}),
+             Catch::StartsWith("-np 4 and --nproc-per-node cpu both set the ranks"));
+  CHECK_THAT(cli_error({"-H", "a,b", "--min-np", "1", "--nproc-per-node", "auto", "t.py"}),
+             Catch::StartsWith("--nproc-per-node auto: the hosts of a Horovod elastic job"));
+
+  SECTION("the counts become the slots, -np their sum, --nnodes MIN:MAX's floor MIN times the fewest") {
+    auto o = hvrun::test::parse_cli({"-H", "a,b,c", "--nnodes", "2:3", "--max-restarts", "1", "--nproc-per-node", "gpu",
+                                     "t.py"})
+                 .options;
+    CHECK(o.min_np == 0);
+    CHECK(o.counted_min_hosts == 2);
+    hvrun::apply_counts(o, {4, 2, 8});
+    CHECK(o.hosts[0].slots == 4);
+    CHECK(o.hosts[1].slots == 2);
+    CHECK(o.hosts[2].slots == 8);
+    CHECK(o.np == 14);
+    CHECK(o.min_np == 4);
+    CHECK(o.per_host_count == PerHostCount::kNone);
+    auto m = hvrun::test::parse_cli({"-H", "a,b", "--max-restarts", "1", "--min-np", "5", "--nproc-per-node", "cpu",
+                                     "t.py"})
+                 .options;
+    CHECK_THROWS_WITH(hvrun::apply_counts(m, {2, 2}),
+                      Catch::StartsWith("--min-np 5 exceeds the job's 4 ranks (the hosts' counts under --nproc-per-node "
+                                        "cpu)"));
+  }
+}
+
+TEST_CASE("the census's question and answer: this machine's /bin/sh, a login shell's greeting, the driver's files",
+          "[torchrun][nproc]") {
+  const long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
+  SECTION("the question as a login shell runs it") {
+    const auto r = hvrun::test::run({"/bin/sh", "-c", hvrun::device_census_command()}, std::chrono::seconds(10));
+    REQUIRE(r.exit_code == 0);
+    const HostDevices d = hvrun::parse_device_census("here", r.out);
+    CHECK(d.cpus == cpus);
+    CHECK(d.gpus.has_value() == (::access("/proc/driver/nvidia/gpus", F_OK) == 0));
+    CHECK(hvrun::local_devices().cpus == cpus);
+  }
+  SECTION("answers") {
+    const HostDevices d = hvrun::parse_device_census("h", "Welcome!\nhvrun-device-census\ncpus 64\ndriver\ngpu GPU-1\ngpu\n");
+    CHECK(d.cpus == 64);
+    CHECK(d.gpus == std::vector<std::string>{"GPU-1", ""});
+    CHECK_FALSE(hvrun::parse_device_census("h", "hvrun-device-census\ncpus 2\n").gpus);
+    CHECK_THROWS_WITH(hvrun::parse_device_census("node3", "cpus 2\n"), Catch::StartsWith("node3: ") && Catch::Contains("no answer"));
+    CHECK_THROWS_WITH(hvrun::parse_device_census("node3", "hvrun-device-census\ncpus many\n"),
+                      Catch::StartsWith("node3: ") && Catch::Contains("'cpus many'"));
+    CHECK_THROWS_WITH(hvrun::parse_device_census("node3", "hvrun-device-census\ncpus 2\ngpu GPU-1\n"),
+                      Catch::Contains("'gpu GPU-1'"));  // a GPU without the driver
+  }
+  SECTION("this machine's driver files") {
+    hvrun::testing::TempDir dir;
+    hvrun::testing::write_text(dir.path() / "gpus/0000:02:00.0/information", "Model: H100\nGPU UUID:  GPU-bbbb \nBus Type: PCIe\n");
+    hvrun::testing::write_text(dir.path() / "gpus/0000:01:00.0/information", "Model: H100\n");
+    const HostDevices d = hvrun::local_devices((dir.path() / "gpus").string());
+    CHECK(d.gpus == std::vector<std::string>{"", "GPU-bbbb"});
+    CHECK_FALSE(hvrun::local_devices((dir.path() / "none").string()).gpus);
+  }
 }
