@@ -81,9 +81,10 @@ Answer ask(const LaunchOptions& o, const std::string& host, milliseconds timeout
   }
 }
 
-// The remote hosts' answers, asked on at most `concurrency` detached threads (libssh's connect cannot be
-// interrupted; a thread still in it when the census gives up finds the state it shares alone).
-std::vector<Answer> ask_all(const LaunchOptions& o, const std::vector<std::string>& hosts) {
+// The remote hosts' answers, asked on at most --connect-concurrency detached threads (libssh's connect
+// cannot be interrupted; a thread still in it when the census gives up finds the state it shares alone).
+// The first host that fails, or outlasts its bound, ends the census with its error, naming `flag`.
+std::vector<HostDevices> ask_all(const LaunchOptions& o, const std::vector<std::string>& hosts, const std::string& flag) {
   struct Shared {
     std::mutex mutex;
     std::condition_variable changed;
@@ -117,15 +118,20 @@ std::vector<Answer> ask_all(const LaunchOptions& o, const std::vector<std::strin
     }).detach();
   }
   std::unique_lock lock(shared->mutex);
-  while (shared->done < hosts.size()) {
-    shared->changed.wait_for(lock, milliseconds(200));
-    for (std::size_t i = 0; i < hosts.size(); ++i)
-      if (shared->turns[i] != Clock::time_point{} && !shared->answers[i].devices && shared->answers[i].error.empty() &&
-          Clock::now() - shared->turns[i] > bound)
-        throw TimeoutError(hosts[i] + ": no count of its CPUs and GPUs within " + seconds_text(bound) +
+  for (;;) {
+    for (std::size_t i = 0; i < hosts.size(); ++i) {
+      const Answer& a = shared->answers[i];
+      if (!a.error.empty()) throw Error(a.error + " (while counting its CPUs and GPUs for " + flag + ")");
+      if (!a.devices && shared->turns[i] != Clock::time_point{} && Clock::now() - shared->turns[i] > bound)
+        throw TimeoutError(hosts[i] + ": no count of its CPUs and GPUs for " + flag + " within " + seconds_text(bound) +
                            " (--ssh-connect-timeout, --start-timeout); check that host, or give --nproc-per-node a number");
+    }
+    if (shared->done == hosts.size()) break;
+    shared->changed.wait_for(lock, milliseconds(200));
   }
-  return shared->answers;
+  std::vector<HostDevices> out;
+  for (const Answer& a : shared->answers) out.push_back(*a.devices);
+  return out;
 }
 
 }  // namespace
@@ -206,15 +212,14 @@ void take_device_census(LaunchOptions& o) {
                        (o.launcher == AgentLauncher::kSlurm ? ", or --launcher ssh" : ""));
     remote.push_back(names[i]);
   }
-  std::vector<Answer> answers = ask_all(o, remote);
+  const std::vector<HostDevices> answers = ask_all(o, remote, flag);
   const EnvPolicy env(launcher_environment(), o);
   std::vector<int> counts;
   std::string said;
   for (std::size_t i = 0, r = 0; i < names.size(); ++i) {
-    const Answer a = local[i] ? Answer{local_devices(), {}} : std::move(answers[r++]);
-    if (!a.devices) throw Error(a.error + " (while counting its CPUs and GPUs for " + flag + ")");
+    const HostDevices devices = local[i] ? local_devices() : answers[r++];
     const auto visible = env_value(local[i] ? env.local() : env.remote(), "CUDA_VISIBLE_DEVICES");
-    counts.push_back(ranks_for(o.per_host_count, names[i], *a.devices, visible));
+    counts.push_back(ranks_for(o.per_host_count, names[i], devices, visible));
     said += (said.empty() ? "" : ", ") + names[i] + " " + std::to_string(counts.back());
   }
   apply_counts(o, counts);
