@@ -12,6 +12,7 @@
 #include "launcher/cli/log_choice.hpp"
 #include "launcher/job/elastic_job.hpp"
 #include "launcher/job/job.hpp"
+#include "launcher/start/device_census.hpp"
 
 namespace {
 int run(int argc, char** argv) {
@@ -28,6 +29,8 @@ int run(int argc, char** argv) {
     hvrun::set_log_threshold(cli.options.log_level, cli.options.log_subsys);
     // A few descriptors per host: raise the soft limit, before any thread starts (launcher/base/open_files_limit.hpp).
     hvrun::raise_open_files_limit();
+    // --nproc-per-node gpu|cpu|auto: every host's count is its slots, learnt before the plan is made.
+    hvrun::take_device_census(cli.options);
     if (cli.options.elastic) {
       hvrun::ElasticJob job(std::move(cli.options));
       return job.run();

@@ -2,8 +2,11 @@
 // (tests/torchrun/ddp_env.py: env://, Gloo) run by Debian's python3-torch: every variable of torchrun's
 // rank environment is checked on every rank, and the allreduce's result; the -m and --no-python forms;
 // a killed rank restarting the job from a checkpoint, with every rank's logs gathered on this machine.
-// One case that checks many things, to keep the lab's wall time short.
+// One case that checks many things, to keep the lab's wall time short; and --nproc-per-node counted on
+// each host (no torch needed).
 #include <catch2/catch.hpp>
+
+#include <unistd.h>
 
 #include <filesystem>
 #include <map>
@@ -121,4 +124,41 @@ TEST_CASE("torchrun's line on two lab hosts from one command: torchrun's environ
                Catch::Contains("TORCHRUN ok rank=3 group=1/2 restart=1 sum=10 step0=3 same=1"));
   }
   CHECK(wait_until_gone(marker, 5s).empty());
+}
+
+TEST_CASE("--nproc-per-node cpu, auto and gpu on two lab hosts: each host's own count of ranks, and a host without "
+          "GPUs named",
+          "[lab][torchrun][nproc]") {
+  HVRUN_SKIP_WITHOUT_LAB();
+  Lab lab{3};
+  TempHome home;
+  const std::string h1 = lab.host(1), h2 = lab.host(2);
+  // The lab's hosts share this machine's kernel: each counts its CPUs as this process does.
+  const int cpus = static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
+  const Args line{"-H", h1 + "," + h2, "--no-python", "sh", "-c", "echo NPROC rank=$RANK $LOCAL_WORLD_SIZE $WORLD_SIZE"};
+  // Where this machine has an NVIDIA driver, so have the lab's hosts: auto and gpu are then not the CPUs'.
+  const bool gpus = ::access("/proc/driver/nvidia/gpus", F_OK) == 0;
+  if (gpus) WARN("an NVIDIA driver here: only --nproc-per-node cpu is checked");
+  for (const char* value : {"cpu", "auto"}) {
+    if (gpus && value == std::string("auto")) continue;
+    INFO("--nproc-per-node " << value << ": " << cpus << " ranks on each host");
+    auto r = run(hvrun_on(lab, home, Args{"--verbose", "--nproc-per-node", value} + line), 120s);
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 0);
+    const auto lines = rank_lines(r.out, "NPROC");
+    CHECK(static_cast<int>(lines.size()) == 2 * cpus);
+    for (const auto& [rank, rest] : lines) CHECK(rest == std::to_string(cpus) + " " + std::to_string(2 * cpus));
+    CHECK_THAT(r.err, Catch::Contains(std::string("--nproc-per-node ") + value + ": " + std::to_string(2 * cpus) +
+                                      " ranks (" + h1 + " " + std::to_string(cpus) + ", " + h2 + " " +
+                                      std::to_string(cpus) + ")"));
+  }
+  if (!gpus) {
+    INFO("--nproc-per-node gpu: no NVIDIA driver on the lab's hosts");
+    auto r = run(hvrun_on(lab, home, Args{"--nproc-per-node", "gpu"} + line), 60s);
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Catch::Contains("hvrun: error: --nproc-per-node gpu: " + h1 + " has no GPU that CUDA would show "
+                                      "the ranks"));
+    CHECK(r.out.empty());
+  }
 }

@@ -116,7 +116,7 @@ TEST_CASE("torchrun's line across the hosts: sizes, both spellings, the run id a
                Catch::StartsWith("--nproc-per-node 2 runs that many ranks on every host, and a has 4 slots"));
     CHECK_THAT(cli_error({"-H", "a,b", "--nproc-per-node", "2", "-np", "3", "t.py"}),
                Catch::StartsWith("-np 3 contradicts --nproc-per-node 2 on 2 hosts (4 ranks)"));
-    CHECK_THAT(cli_error({"--nproc-per-node", "gpu", "t.py"}), Catch::StartsWith("--nproc-per-node gpu: "));
+    CHECK(cli_error({"--nproc-per-node", "gpu", "t.py"}) == "accepted");  // counted on the host (test_device_count.cpp)
     CHECK_THAT(cli_error({"--nproc-per-node", "two", "t.py"}), Catch::Contains("is not a number of ranks per host"));
   }
   SECTION("--nnodes against the hosts; MIN:MAX sets the restarts' floor") {

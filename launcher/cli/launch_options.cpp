@@ -461,7 +461,7 @@ CliResult parse_command_line(int argc, const char* const* argv) {
     o.hosts = allocation ? allocation->nodes : std::vector<HostSpec>{HostSpec{"localhost", b.np > 0 ? b.np : 1}};
   o.launcher = choose_launcher(b.launcher, !o.rsh_agent.empty(), allocation, o.hosts);
   settle_torchrun_options(app, b.torchrun, o);
-  if (o.min_np > 0) {
+  if (o.min_np > 0 && o.per_host_count == PerHostCount::kNone) {  // else once counted (device_count.hpp)
     long slots = 0;
     for (const HostSpec& h : o.hosts) slots += h.slots;
     const long np = o.np > 0 ? o.np : slots;

@@ -14,6 +14,9 @@
 
 namespace hvrun {
 
+// torchrun's --nproc-per-node gpu, cpu and auto (launcher/cli/device_count.hpp); kNone: a number, or none.
+enum class PerHostCount { kNone, kGpu, kCpu, kAuto };
+
 struct LaunchOptions {
   int np = 0;                        // 0: all slots
   std::vector<HostSpec> hosts;       // from -H (repeatable, lists joined) or --hostfile; default: the
@@ -55,6 +58,12 @@ struct LaunchOptions {
   // torchrun's form (any of its options but --max-restarts and the log options): its interpreter rule
   // was applied to `command`, and ranks sharing a host get OMP_NUM_THREADS=1 unless it is set.
   bool torchrun_form = false;
+  // --nproc-per-node gpu|cpu|auto: every host's slots are its own count, learnt from the hosts before
+  // the plan is made (launcher/start/device_census.hpp, which then sets kNone); until then each host has
+  // 1 slot and np is 0. counted_min_hosts: --nnodes MIN:MAX's MIN under --max-restarts, whose floor
+  // (min_np) waits for the counts.
+  PerHostCount per_host_count = PerHostCount::kNone;
+  int counted_min_hosts = 0;
   // Horovod elastic (horovodrun's --host-discovery-script, or --min-np without --max-restarts;
   // launcher/job/elastic_job.hpp): the workers stay up and re-initialise when hosts come and go.
   struct Elastic {

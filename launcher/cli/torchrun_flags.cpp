@@ -24,8 +24,9 @@ namespace g = help_group;
 // torchrun's rendezvous backends; hvrun serves the ranks' env:// rendezvous itself, so any will do.
 constexpr std::string_view kBackends[] = {"c10d", "static", "etcd", "etcd-v2"};
 
-// torchrun's accelerator counts, which hvrun does not take from the hosts.
-constexpr std::string_view kCountedPerHost[] = {"gpu", "cpu", "auto", "xpu"};
+// torchrun's per-host counts that hvrun learns from each host (launcher/cli/device_count.hpp).
+constexpr std::pair<std::string_view, PerHostCount> kCountedPerHost[] = {
+    {"gpu", PerHostCount::kGpu}, {"cpu", PerHostCount::kCpu}, {"auto", PerHostCount::kAuto}};
 
 // What runs a script by path under runpy in the interpreter itself (--run-path): with `-c`, sys.argv[1:]
 // is the script and its arguments.
@@ -44,7 +45,7 @@ const TextOption kTextOptions[] = {
      "Hosts, N or MIN:MAX: checked against the hosts given; MIN:MAX with --max-restarts lets a restart go on "
      "with MIN hosts"},
     {"--nproc-per-node,--nproc_per_node", &TorchrunFlags::nproc_per_node, "N",
-     "Ranks on every host (instead of -np and slots)"},
+     "Ranks on every host (instead of -np and slots); gpu, cpu or auto: each host's own count, asked of the host"},
     {"--role", &TorchrunFlags::role, "NAME", "ROLE_NAME for the ranks (default: default)"},
     {"--rdzv-id,--rdzv_id", &TorchrunFlags::rdzv_id, "ID", "The run's id: TORCHELASTIC_RUN_ID (default: hvrun-HOST-PID)"},
     {"--rdzv-backend,--rdzv_backend", &TorchrunFlags::rdzv_backend, "NAME",
@@ -154,6 +155,29 @@ void check_rdzv_conf(const std::string& conf, LaunchOptions& o, bool start_timeo
   }
 }
 
+// --nproc-per-node gpu, cpu or auto: each host's own count, learnt before the plan is made
+// (launcher/start/device_census.hpp); here only what cannot go with it.
+void settle_counted(const std::string& value, LaunchOptions& o) {
+  const auto* kind = std::find_if(std::begin(kCountedPerHost), std::end(kCountedPerHost),
+                                  [&](const auto& k) { return k.first == value; });
+  if (kind == std::end(kCountedPerHost))
+    throw UsageError("--nproc-per-node: '" + value + "' is not a number of ranks per host, nor gpu, cpu or auto (" +
+                     (lower(value) == "xpu" ? "hvrun counts NVIDIA GPUs and CPUs, not XPUs" : "each host's own count") +
+                     "); e.g. --nproc-per-node 8 or --nproc-per-node gpu");
+  const std::string flag = "--nproc-per-node " + value;
+  if (o.elastic)
+    throw UsageError(flag + ": the hosts of a Horovod elastic job come and go with the slots their discovery lines or "
+                     "--slots-per-host give, so there is no host list to count before the start; give slots that way");
+  for (const HostSpec& h : o.hosts)
+    if (h.slots != 1)
+      throw UsageError(flag + " runs as many ranks on every host as it has, and " + h.name + " has " +
+                       std::to_string(h.slots) + " slots; drop the slots or give --nproc-per-node a number");
+  if (o.np != 0)
+    throw UsageError("-np " + std::to_string(o.np) + " and " + flag + " both set the ranks (torchrun's are the hosts' "
+                     "counts added up); drop -np");
+  o.per_host_count = kind->second;
+}
+
 // --nproc-per-node and --nnodes against the hosts: every host runs the same number of ranks.
 void settle_sizes(const CLI::App& app, const TorchrunFlags& f, LaunchOptions& o) {
   const int hosts = static_cast<int>(o.hosts.size());
@@ -164,12 +188,9 @@ void settle_sizes(const CLI::App& app, const TorchrunFlags& f, LaunchOptions& o)
   std::optional<int> per_host;
   if (given(app, "--nproc-per-node")) {
     per_host = positive(f.nproc_per_node);
-    const std::string v = lower(f.nproc_per_node);
-    if (!per_host && std::find(std::begin(kCountedPerHost), std::end(kCountedPerHost), v) != std::end(kCountedPerHost))
-      throw UsageError("--nproc-per-node " + f.nproc_per_node + ": hvrun does not count each host's devices yet; give "
-                       "the number of ranks per host, e.g. --nproc-per-node 8");
-    if (!per_host)
-      throw UsageError("--nproc-per-node: '" + f.nproc_per_node + "' is not a number of ranks per host");
+    if (!per_host) settle_counted(f.nproc_per_node, o);
+  }
+  if (per_host) {
     for (HostSpec& h : o.hosts) {
       if (h.slots != 1 && h.slots != *per_host)
         throw UsageError("--nproc-per-node " + std::to_string(*per_host) + " runs that many ranks on every host, and " +
@@ -193,6 +214,10 @@ void settle_sizes(const CLI::App& app, const TorchrunFlags& f, LaunchOptions& o)
   if (lo < hosts && o.max_restarts > 0) {
     // MIN:MAX under restarts: an attempt may go on with MIN hosts' ranks once hosts are lost.
     if (o.min_np > 0) throw UsageError("--nnodes MIN:MAX and --min-np both set the fewest ranks; give one of them");
+    if (o.per_host_count != PerHostCount::kNone) {
+      o.counted_min_hosts = lo;  // times the fewest count, once the hosts are counted
+      return;
+    }
     int fewest = std::numeric_limits<int>::max();
     for (const HostSpec& h : o.hosts) fewest = std::min(fewest, h.slots);
     o.min_np = lo * fewest;

@@ -3,7 +3,8 @@
 // them), in both of torchrun's spellings (--nproc-per-node and --nproc_per_node). torchrun runs once per
 // node; hvrun runs every node from one command, so a torchrun line works across the hosts of -H,
 // --hostfile or Slurm when `torchrun` becomes `hvrun -H ...` (README "Coming from torchrun"):
-//   - what hvrun carries out: --nproc-per-node (slots per host), --nnodes (checked against the hosts;
+//   - what hvrun carries out: --nproc-per-node (slots per host; gpu, cpu and auto each host's own count,
+//     launcher/start/device_census.hpp), --nnodes (checked against the hosts;
 //     MIN:MAX: restarts may go on with MIN hosts), -m, --no-python, --run-path (torchrun's interpreter
 //     rule), --max-restarts (hvrun's own, for the whole job), --role, --rdzv-id (the run id),
 //     --master-port (MASTER_PORT, static rendezvous), --rdzv-conf's join_timeout (--start-timeout);
@@ -65,7 +66,8 @@ void add_torchrun_options(CLI::App& app, TorchrunFlags& flags);
 
 // After the parse, with o.hosts, o.np, o.env and o.command known: refuses the options torchrun's line
 // cannot mean under hvrun (UsageError naming the flag and the reason, exit 2); in the torchrun form sets
-// every host's slots and o.np from --nproc-per-node, o.min_np from --nnodes MIN:MAX, the run id and role,
+// every host's slots and o.np from --nproc-per-node (gpu, cpu, auto: o.per_host_count, for the census),
+// o.min_np from --nnodes MIN:MAX, the run id and role,
 // and rewrites o.command by torchrun's interpreter rule (interpreter_command).
 void settle_torchrun_options(const CLI::App& app, const TorchrunFlags& flags, LaunchOptions& o);
 

@@ -14,7 +14,7 @@ namespace {
 constexpr std::size_t kOutputLimit = 1 << 20;
 // Name lookups of a run's new hosts, all at once; a name not resolved by then counts as remote (SSH then
 // names the failure).
-constexpr std::chrono::milliseconds kResolveTimeout{5000};
+constexpr std::chrono::milliseconds kDiscoveredResolveTimeout{5000};
 
 // The last few non-empty lines of a script's stderr, joined for one message line.
 std::string last_lines(const std::string& text) {
@@ -110,7 +110,7 @@ void DiscoveryLoop::loop() {
     for (const HostSlots& h : run.hosts)
       if (!local_.contains(h.host)) fresh.push_back(h.host);
     if (!fresh.empty()) {
-      const std::vector<bool> is_local = find_local_hosts(fresh, kResolveTimeout);
+      const std::vector<bool> is_local = find_local_hosts(fresh, kDiscoveredResolveTimeout);
       for (std::size_t i = 0; i < fresh.size(); ++i) local_[fresh[i]] = is_local[i];
     }
     for (const HostSlots& h : run.hosts) run.local[h.host] = local_.at(h.host);

@@ -11,11 +11,7 @@ namespace {
 std::unique_ptr<HostAgent> start_over_ssh(const LaunchOptions& options, const std::string& host,
                                           const std::string& local_agent, const std::function<void()>& shell_started) {
   RemoteAgentOptions o;
-  o.ssh.host = host;
-  o.ssh.port = options.ssh_port;
-  o.ssh.identity_file = options.ssh_identity_file;
-  o.ssh.connect_timeout = options.ssh_connect_timeout;
-  o.ssh.strict_host_key = options.ssh_strict_host_key;
+  o.ssh = ssh_target_of(options, host);
   o.agent_override = options.agent_path;
   o.local_agent = local_agent;
   o.shell_timeout = shell_timeout_of(options.start_timeout);
@@ -63,6 +59,16 @@ std::unique_ptr<HostAgent> start_by_srun(const LaunchOptions& options, const std
 }
 
 }  // namespace
+
+SshTarget ssh_target_of(const LaunchOptions& options, const std::string& host) {
+  SshTarget t;
+  t.host = host;
+  t.port = options.ssh_port;
+  t.identity_file = options.ssh_identity_file;
+  t.connect_timeout = options.ssh_connect_timeout;
+  t.strict_host_key = options.ssh_strict_host_key;
+  return t;
+}
 
 std::unique_ptr<HostAgent> start_host_agent(const LaunchOptions& options, const std::string& host,
                                             const std::string& local_agent, const std::function<void()>& shell_started) {

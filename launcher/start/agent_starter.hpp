@@ -7,9 +7,13 @@
 #include <string>
 
 #include "launcher/cli/launch_options.hpp"
+#include "launcher/ssh/ssh_session.hpp"
 #include "launcher/start/host_agent.hpp"
 
 namespace hvrun {
+
+// How hvrun's own SSH reaches `host` under `options` (-p, -i, --ssh-connect-timeout, strictness).
+SshTarget ssh_target_of(const LaunchOptions& options, const std::string& host);
 
 // Starts the agent of `host` as `options` say and waits until it is up; blocks (run it on a thread of
 // its own). `local_agent` is this machine's hvrun-agent (absolute path). Throws Error, one line
