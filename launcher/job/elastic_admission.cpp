@@ -33,9 +33,13 @@ ElasticAdmission::ElasticAdmission(boost::asio::io_context& io, const LaunchOpti
       links_(links),
       pool_(pool),
       phase_(phase),
-      sync_(sync),
       terms_(std::move(terms)),
       hooks_(std::move(hooks)),
+      checks_(options, hosts, links, pool, phase, sync,
+              NewcomerChecks::Hooks{.ask_fingerprint = hooks_.ask_fingerprint,
+                                    .cwd = hooks_.cwd,
+                                    .refuse = [this](std::size_t i, const std::string& why) { refuse(i, why); },
+                                    .maybe_probe = [this] { maybe_probe(); }}),
       probe_timer_(io) {
   connector_ = std::make_unique<Connector>(
       io, Connector::host_agent_starter(options, default_agent_path()),
@@ -264,60 +268,6 @@ void ElasticAdmission::stop() {
 void ElasticAdmission::close() {
   connector_.reset();
   if (rendezvous_) rendezvous_->close();
-}
-
-// ---- a newcomer's checks, before its probes: --sync's files, then what its workers would run ----------
-
-void ElasticAdmission::on_ready(std::size_t i, const ReadyMsg& m) {
-  // Before its probes, a newcomer gets --sync's files and says what its workers would run (compared
-  // with the hosts already in: on_fingerprint()), as a fixed job's hosts do before any rank starts.
-  const bool needs_sync = sync_ && sync_->needs(hosts_[i]);
-  accept_ready(hosts_[i], m, needs_sync, !options_.command.empty(), links_.peer(i));
-  if (needs_sync)
-    links_.send(i, sync_->check());
-  else
-    hooks_.ask_fingerprint(i);
-  maybe_probe();
-}
-
-// hosts[i] holds every --sync file: SyncRun::Hooks.
-void ElasticAdmission::on_synced(std::size_t i) {
-  if (hosts_[i].life.phase() == HostPhase::kFingerprinting) return hooks_.ask_fingerprint(i);
-  maybe_probe();
-}
-
-HostFingerprint ElasticAdmission::print_of(std::size_t i) const {
-  int slots = 0;
-  for (const HostSlots& h : pool_.available())
-    if (h.host == hosts_[i].name) slots = h.slots;
-  const FingerprintMsg& f = *hosts_[i].fingerprint;
-  return {hosts_[i].name, slots, sync_ && !hosts_[i].is_local ? after_sync(f, sync_->manifest()) : f};
-}
-
-// What would fail at once on hosts[i] refuses it, naming the path; how it differs from the hosts
-// already in (or checked before it) is named, as for a fixed job's hosts.
-void ElasticAdmission::on_fingerprint(std::size_t i, FingerprintMsg m) {
-  JobHost& h = hosts_[i];
-  if (h.life.phase() != HostPhase::kFingerprinting) throw ProtocolError(links_.peer(i) + ": fingerprint out of turn");
-  h.fingerprint = std::move(m);
-  h.life.fingerprinted();
-  if (phase_.stopping()) return;
-  const FingerprintReport alone = compare_fingerprints({print_of(i)}, options_.command, hooks_.cwd());
-  if (!alone.refusals.empty()) {
-    std::string why;
-    for (const std::string& line : alone.refusals) why += (why.empty() ? "" : "; ") + line;
-    refuse(i, why);
-    return maybe_probe();
-  }
-  std::vector<HostFingerprint> prints;
-  for (std::size_t k = 0; k < hosts_.size(); ++k)
-    if (k != i && hosts_[k].fingerprint && !hosts_[k].life.ended()) prints.push_back(print_of(k));
-  if (!prints.empty()) {
-    prints.push_back(print_of(i));
-    for (const std::string& line : compare_fingerprints(prints, options_.command, hooks_.cwd()).differences)
-      spdlog::warn("hosts differ: {}", line);
-  }
-  maybe_probe();
 }
 
 }  // namespace hvrun

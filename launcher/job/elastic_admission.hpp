@@ -1,11 +1,11 @@
 #pragma once
 // The hosts an elastic job meets (ElasticJob, elastic_job.cpp), from the discovery to their admission:
 // each listed host gets an agent (add_host), then --sync's files and the check of what its workers would
-// run (its fingerprint, compared with the hosts already in), then its NICs probed with the hosts already
-// in (one round for every newcomer up at the time), then a knock at the Gloo rendezvous, which this
-// class serves for every host. A host that fails a step is refused (refuse(): left out and blacklisted
-// for its cooldown); one that passes them is admitted, and usable_hosts() names it. Each change of the
-// usable hosts goes to Hooks::host_set_changed. What the workers then do is ElasticRounds'.
+// run (its fingerprint, compared with the hosts already in: NewcomerChecks), then its NICs probed with the
+// hosts already in (one round for every newcomer up at the time), then a knock at the Gloo rendezvous,
+// which this class serves for every host. A host that fails a step is refused (refuse(): left out and
+// blacklisted for its cooldown); one that passes them is admitted, and usable_hosts() names it. Each
+// change of the usable hosts goes to Hooks::host_set_changed. What the workers then do is ElasticRounds'.
 #include <cstddef>
 #include <functional>
 #include <map>
@@ -20,10 +20,10 @@
 
 #include "common/control_message.hpp"
 #include "common/horovod_rendezvous.hpp"
-#include "launcher/check/fingerprint_report.hpp"
 #include "launcher/cli/launch_options.hpp"
 #include "launcher/elastic/elastic_hosts.hpp"
 #include "launcher/elastic/elastic_phase.hpp"
+#include "launcher/job/elastic_newcomer_checks.hpp"
 #include "launcher/job/nic_discovery.hpp"
 #include "launcher/job/sync_run.hpp"
 #include "launcher/nic/nic_selector.hpp"
@@ -62,10 +62,10 @@ class ElasticAdmission {
   void add_host(const std::string& name, bool is_local);
   bool listed(const std::string& name) const;  // met, and not gone for good
 
-  // The agents' messages on the way to admission.
-  void on_ready(std::size_t i, const ReadyMsg& m);
-  void on_synced(std::size_t i);  // SyncRun::Hooks::synced
-  void on_fingerprint(std::size_t i, FingerprintMsg m);
+  // The agents' messages on the way to admission: the checks first (NewcomerChecks), then the probes.
+  void on_ready(std::size_t i, const ReadyMsg& m) { checks_.on_ready(i, m); }
+  void on_synced(std::size_t i) { checks_.on_synced(i); }  // SyncRun::Hooks::synced
+  void on_fingerprint(std::size_t i, FingerprintMsg m) { checks_.on_fingerprint(i, std::move(m)); }
   void on_probe_result(std::size_t i, const ProbeResultMsg& m);
   void on_knock_result(std::size_t i, const KnockResultMsg& r);
 
@@ -111,7 +111,6 @@ class ElasticAdmission {
   void on_probed();
   void knock(std::size_t i, const NicChoice& nic);
   bool usable(const std::string& host) const;
-  HostFingerprint print_of(std::size_t i) const;
 
   boost::asio::io_context& io_;
   const LaunchOptions& options_;
@@ -119,9 +118,9 @@ class ElasticAdmission {
   AgentLinks& links_;
   ElasticHosts& pool_;
   const ElasticPhase& phase_;
-  const SyncRun* sync_;
   AgentTerms terms_;
   Hooks hooks_;
+  NewcomerChecks checks_;
   boost::asio::steady_timer probe_timer_;  // the probe round's deadline
   std::vector<Member> members_;            // parallel to hosts: every host met, in order
   std::map<std::string, std::size_t> index_of_;

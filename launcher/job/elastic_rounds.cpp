@@ -12,16 +12,6 @@ namespace hvrun {
 
 using std::chrono::milliseconds;
 
-namespace {
-
-constexpr const char* kUnassigned = "-1,-1,-1,-1,-1,-1";
-// How long the workers of the old world stay held (their rank_and_size unanswered) while the new world's
-// new workers start and reach Gloo's rendezvous (forming, in activate()); then they are answered anyway.
-// Python and torch's import take seconds on a loaded host.
-constexpr milliseconds kFormingTimeout{60000};
-
-}  // namespace
-
 ElasticRounds::ElasticRounds(boost::asio::io_context& io, const LaunchOptions& options, ElasticPhase& phase,
                              const ElasticHosts& pool, ElasticAdmission& admission, ElasticWorkers& workers,
                              AgentLinks& links, Hooks hooks)
@@ -35,8 +25,11 @@ ElasticRounds::ElasticRounds(boost::asio::io_context& io, const LaunchOptions& o
       registry_(el_.reset_limit),
       notice_(io),
       late_(io, links, workers),
-      slots_timer_(io),
-      forming_timer_(io) {}
+      held_(io, phase, assignment_,
+            HeldWorkers::Hooks{.slot_of = [this](const SlotKey& k) { return slot_of(k); },
+                               .answered = [this](const SlotKey& k) { late_.forget_late(k); },
+                               .released = [this] { maybe_report_resumed(); }}),
+      slots_timer_(io) {}
 
 HorovodElasticHooks ElasticRounds::rendezvous_hooks() {
   return HorovodElasticHooks{
@@ -99,8 +92,8 @@ void ElasticRounds::maybe_resume() {
   activate(hs);
 }
 
-// driver.py _activate_workers: a new assignment, a new round, the held answers, and workers for the
-// slots that have none.
+// driver.py _activate_workers: a new assignment, a new round, the held answers (HeldWorkers: held
+// while the new workers start), and workers for the slots that have none.
 void ElasticRounds::activate(const std::vector<HostSlots>& hs) {
   std::vector<SlotInfo> next = assign_slots(hs, el_.max_np);
   const std::vector<std::string> before = assignment_hosts(assignment_), after = assignment_hosts(next);
@@ -110,7 +103,7 @@ void ElasticRounds::activate(const std::vector<HostSlots>& hs) {
     return hooks_.fail("no host of the last world is left (" + fold_names(before) +
                        "), so no worker can hand the training state on; the job cannot go on");
   const bool first = assignment_.empty();
-  end_forming();
+  held_.end_forming();
   late_.clear_replacements();
   notice_.cancel();  // the change is in this world, or told again when the hosts change next
   phase_.move_to(Phase::kOpen);
@@ -123,78 +116,15 @@ void ElasticRounds::activate(const std::vector<HostSlots>& hs) {
   const auto started_ranks = workers_.start(assignment_);
   if (!started_ranks) return hooks_.fail(ElasticWorkers::bound_text());
   if (phase_.stopping()) return;
-  // The old world's workers wait in rank_and_size. Answered now, they would begin Gloo's rendezvous at
-  // once and wait there for the new workers, which are still starting (Python, torch: seconds); a new
-  // host lost meanwhile would leave them stuck until Gloo's timeout (30 s), then aborting, and the job
-  // with them (so under horovodrun). Held until every new worker has begun the rendezvous (forming),
-  // they can still be given another world if one is lost: a failure during forming ends the round
-  // (record_held_ready), and the next activation answers them.
-  if (!held_.empty() && !started_ranks->empty()) {
-    forming_.insert(started_ranks->begin(), started_ranks->end());
-    phase_.move_to(Phase::kForming);
-    log_of(LogSubsys::kRendezvous)
-        .info("holding the {} workers of the last world until the {} new ones reach the rendezvous", held_.size(),
-              forming_.size());
-    forming_timer_.expires_after(kFormingTimeout);
-    forming_timer_.async_wait([this, round = registry_.round()](auto ec) {
-      if (ec || registry_.round() != round || phase_.on(Event::kFormingTimeout) != Action::kRelease) return;
-      spdlog::warn("elastic: {} new workers ({}) did not reach the rendezvous within {}; the others go ahead and "
-                   "wait for them in Gloo's rendezvous. Check those hosts' start-up: the program's imports, its "
-                   "Python environment, a slow or full disk",
-                   forming_.size(), forming_slots_text(), seconds_text(kFormingTimeout));
-      release_held();
-    });
-    return;
-  }
-  release_held();
-}
-
-// The new workers that have not begun the rendezvous, by slot ("host[local rank]").
-std::string ElasticRounds::forming_slots_text() const {
-  std::vector<std::string> slots;
-  for (const SlotInfo& s : assignment_)
-    if (forming_.contains(s.rank)) slots.push_back(slot_text({s.host, s.local_rank}));
-  return fold_names(slots);
-}
-
-void ElasticRounds::end_forming() {
-  forming_.clear();
-  forming_timer_.cancel();
-  if (phase_.phase() == Phase::kForming) phase_.move_to(Phase::kOpen);
-}
-
-// The new world's held answers go out (activate()).
-void ElasticRounds::release_held() {
-  end_forming();
-  auto answers = std::move(held_);
-  held_.clear();
-  for (auto& [key, answer] : answers) {
-    late_.forget_late(key);  // it was waiting, not silent
-    answer(slot_of(key) ? slot_of(key)->response() : kUnassigned);
-  }
-  maybe_report_resumed();
+  held_.form(*started_ranks, [this, round = registry_.round()] {
+    return registry_.round() == round && phase_.on(Event::kFormingTimeout) == Action::kRelease;
+  });
 }
 
 void ElasticRounds::on_rank_published(int rank) {
   const Action action = phase_.on(Event::kRankPublished);
   if (action == Action::kNoteReplacement && late_.replacement_began(rank)) return maybe_report_resumed();
-  if (action != Action::kReleaseIfLast || forming_.erase(rank) == 0) return;
-  log_of(LogSubsys::kRendezvous).debug("rank {} of the new world reached the rendezvous", rank);
-  if (forming_.empty()) release_held();
-}
-
-// A worker failed or its host was lost while the old world's workers were held for the new ones
-// (forming): the held ones count as READY in this round, which they are (waiting in rank_and_size),
-// so the failure can end the round at once; those of `failing_host` are left to the failure's own
-// record. Returns the round's end when that completed it.
-std::optional<RoundEnd> ElasticRounds::record_held_ready(const std::string& failing_host) {
-  if (forming_.empty()) return std::nullopt;
-  end_forming();
-  for (const auto& [key, answer] : held_) {
-    if (key.first == failing_host || !slot_of(key) || registry_.has_recorded(key.first, key.second)) continue;
-    if (auto end = registry_.record(key.first, key.second, WorkerState::kReady, false)) return end;
-  }
-  return std::nullopt;
+  if (action == Action::kReleaseIfLast) held_.reached(rank);
 }
 
 // Once every worker of the new world has its answer (or is new), the line that says the job goes on,
@@ -227,7 +157,7 @@ void ElasticRounds::on_rank_and_size(const std::string& host, int lr, std::funct
     answer(slot ? slot->response() : kUnassigned);
     return maybe_report_resumed();
   }
-  held_.emplace_back(SlotKey{host, lr}, std::move(answer));
+  held_.hold({host, lr}, std::move(answer));
   log_of(LogSubsys::kRendezvous).debug("{} is ready ({} of {})", slot_text({host, lr}), registry_.recorded() + 1, registry_.size());
   if (auto end = registry_.record(host, lr, WorkerState::kReady, out)) on_round_end(*end);
 }
@@ -236,7 +166,7 @@ void ElasticRounds::on_round_end(const RoundEnd& end) {
   if (phase_.on(Event::kRoundEnded) != Action::kEndRound) return;
   switch (end.kind) {
     case RoundEnd::Kind::kReset: {
-      end_forming();  // the held answers go out with the next world
+      held_.end_forming();  // the held answers go out with the next world
       for (const std::string& h : end.blacklist) admission_.blacklist(h);
       const auto hs = admission_.usable_hosts();
       if (slot_count(hs) < el_.min_np) {
@@ -290,7 +220,7 @@ void ElasticRounds::worker_ended(const SlotKey& key, const ExitedMsg& m, bool fo
   }
   late_.forget_late(key);
   if (!ok && forming_now)
-    if (auto end = record_held_ready(key.first)) return on_round_end(*end);
+    if (auto end = held_.record_held_ready(registry_, key.first)) return on_round_end(*end);
   if (auto end = registry_.record(key.first, key.second, ok ? WorkerState::kSuccess : WorkerState::kFailure, false))
     return on_round_end(*end);
   if (!ok) arm_late_timer();
@@ -298,7 +228,7 @@ void ElasticRounds::worker_ended(const SlotKey& key, const ExitedMsg& m, bool fo
 
 void ElasticRounds::workers_lost(const std::string& host, const std::vector<SlotKey>& gone, bool forming_now) {
   if (!gone.empty() && forming_now)
-    if (auto end = record_held_ready(host)) return on_round_end(*end);
+    if (auto end = held_.record_held_ready(registry_, host)) return on_round_end(*end);
   for (const auto& k : gone) {
     if (phase_.stopping()) break;
     late_.forget_replacing(k);
@@ -352,7 +282,7 @@ void ElasticRounds::start_replacement(const SlotKey& key) {
   if (phase_.stopping()) return;
   log_of(LogSubsys::kRank).info("{} replaced: a fresh worker starts", slot_text(key));
   if (phase_.phase() == Phase::kForming)
-    forming_.insert(started_ranks->begin(), started_ranks->end());
+    held_.add_forming(*started_ranks);
   else
     late_.add_replacements(*started_ranks);
   maybe_report_resumed();
@@ -364,7 +294,7 @@ void ElasticRounds::stop() {
   notice_.cancel();
   // Held rank_and_size requests stay unanswered: "-1,..." would make Horovod abort those workers with
   // a core dump's worth of output, while SIGTERM ends them quietly. The rendezvous closes at the end.
-  held_.clear();
+  held_.drop();
 }
 
 }  // namespace hvrun

@@ -4,15 +4,15 @@
 // (a world) and its workers (ElasticWorkers); each worker's rank_and_size at the rendezvous, its exit and
 // its host's loss recorded in the round (WorkerRegistry); at the round's end a reset (the failed
 // workers' hosts blacklisted, a new world from the hosts left), the job's success, or its failure. The
-// old world's workers are held while the new world's new ones start (forming); silent workers end their
-// round early and are replaced (LateWorkers); the coordinator hears of host changes (HostChangeNotice).
+// old world's workers are held while the new world's new ones start (forming: HeldWorkers); silent
+// workers end their round early and are replaced (LateWorkers); the coordinator hears of host changes
+// (HostChangeNotice).
 // Each transition asks the driver's state machine (ElasticPhase) first. The job's end is the caller's,
 // through Hooks.
 #include <chrono>
 #include <functional>
 #include <map>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -27,6 +27,7 @@
 #include "launcher/elastic/elastic_phase.hpp"
 #include "launcher/elastic/worker_registry.hpp"
 #include "launcher/job/elastic_admission.hpp"
+#include "launcher/job/elastic_held_workers.hpp"
 #include "launcher/job/elastic_host_notice.hpp"
 #include "launcher/job/elastic_late_workers.hpp"
 #include "launcher/job/elastic_slots.hpp"
@@ -67,7 +68,7 @@ class ElasticRounds {
   void note_change(const std::string& what);
 
   // kForming -> kOpen (no more held for new workers); nothing in another phase.
-  void end_forming();
+  void end_forming() { held_.end_forming(); }
   // The job stops: no more timers, and the held rank_and_size requests stay unanswered.
   void stop();
 
@@ -80,10 +81,7 @@ class ElasticRounds {
   void maybe_start();
   void maybe_resume();
   void activate(const std::vector<HostSlots>& hs);
-  std::string forming_slots_text() const;
-  void release_held();
   void on_rank_published(int rank);
-  std::optional<RoundEnd> record_held_ready(const std::string& failing_host);
   void maybe_report_resumed();
   std::optional<SlotInfo> slot_of(const SlotKey& k) const;
   void on_rank_and_size(const std::string& host, int lr, std::function<void(std::string)> answer);
@@ -103,14 +101,10 @@ class ElasticRounds {
   WorkerRegistry registry_;
   HostChangeNotice notice_;
   LateWorkers late_;
-  boost::asio::steady_timer slots_timer_;    // --elastic-timeout while too few slots are there
-  boost::asio::steady_timer forming_timer_;  // kFormingTimeout while the new world forms
-  std::vector<SlotInfo> assignment_;         // the current world; empty before the start
-  std::vector<std::pair<SlotKey, std::function<void(std::string)>>> held_;  // rank_and_size answers
+  HeldWorkers held_;                       // the old world's rank_and_size answers while the new one forms
+  boost::asio::steady_timer slots_timer_;  // --elastic-timeout while too few slots are there
+  std::vector<SlotInfo> assignment_;       // the current world; empty before the start
   std::map<SlotKey, ExitedMsg> last_exit_;
-  // The ranks of the new world's new workers that have not yet begun Gloo's rendezvous, while the old
-  // world's workers are held for them (activate()); empty otherwise.
-  std::set<int> forming_;
   std::optional<Clock::time_point> change_at_;  // a loss or a join being adjusted to
   std::string change_what_;
 };

@@ -1,6 +1,6 @@
 #pragma once
 // The vocabulary the elastic driver's parts share (elastic_job.cpp, elastic_rounds, elastic_workers,
-// late_workers): a slot as the discovery names it, and small views of an assignment.
+// late_workers, held_workers): a slot as the discovery names it, and small views of an assignment.
 #include <string>
 #include <utility>
 #include <vector>
@@ -10,6 +10,9 @@
 namespace hvrun {
 
 using SlotKey = std::pair<std::string, int>;  // (host as discovered, local rank)
+
+// rank_and_size's answer to a worker whose slot is not in the world (SlotInfo::response of no slot).
+inline constexpr const char* kUnassigned = "-1,-1,-1,-1,-1,-1";
 
 // "host[local rank]", as the job's lines name a slot.
 inline std::string slot_text(const SlotKey& k) { return k.first + "[" + std::to_string(k.second) + "]"; }
