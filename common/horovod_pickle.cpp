@@ -4,10 +4,7 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
-#include <array>
 #include <cstdint>
-#include <cstring>
-#include <optional>
 #include <set>
 
 #include "common/error.hpp"
