@@ -126,7 +126,7 @@ TEST_CASE("torchrun's line on two lab hosts from one command: torchrun's environ
   CHECK(wait_until_gone(marker, 5s).empty());
 }
 
-TEST_CASE("--nproc-per-node cpu, auto and gpu on two lab hosts: each host's own count of ranks, and a host without "
+TEST_CASE("torchrun's --nproc-per-node cpu, auto and gpu on two lab hosts: each host's own count of ranks, and a host without "
           "GPUs named",
           "[lab][torchrun][nproc]") {
   HVRUN_SKIP_WITHOUT_LAB();
