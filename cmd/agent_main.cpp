@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <iostream>
 #include <openssl/crypto.h>
@@ -16,6 +17,12 @@
 #include "hvrun/version.hpp"
 
 int main(int argc, char** argv) {
+  // The job secret arrives on stdin: from the start, no core dump and no /proc/PID/{mem,environ,fd} or
+  // ptrace for other processes of the user (root only). A rank gets it back with its exec.
+  if (::prctl(PR_SET_DUMPABLE, 0) != 0) {
+    std::cerr << "hvrun-agent: prctl(PR_SET_DUMPABLE, 0): " << std::strerror(errno) << "\n";
+    return 1;
+  }
   if (argc > 1 && (std::strcmp(argv[1], "--version") == 0)) {
     std::cout << "hvrun-agent " << hvrun::kVersion << "\n";
     return 0;

@@ -1,6 +1,10 @@
 // hvrun: launch and supervise a multi-host training job (see README.md). Errors become one line on
 // stderr and an exit code here, at the edge; everything below throws.
+#include <sys/prctl.h>
+
+#include <cerrno>
 #include <csignal>
+#include <cstring>
 #include <cstdlib>
 #include <iostream>
 
@@ -16,6 +20,13 @@
 
 namespace {
 int run(int argc, char** argv) {
+  // hvrun makes the job secret (or reads it from its environment) and holds it to the end: from the
+  // start, no core dump and no /proc/PID/{mem,environ,fd} or ptrace for other processes of the user
+  // (root only). Its children (ssh, the local agent, ranks under mpirun) get it back with their exec.
+  if (::prctl(PR_SET_DUMPABLE, 0) != 0) {
+    std::cerr << "hvrun: error: prctl(PR_SET_DUMPABLE, 0): " << std::strerror(errno) << "\n";
+    return hvrun::kExitLaunchFailed;
+  }
   // hvrun's own messages go to stderr, each "hvrun: " + text (common/log.hpp): stdout carries the
   // ranks' output. Thread-safe: the output writer's thread reports a broken stream too.
   hvrun::init_log(hvrun::kHvrunLogPrefix);

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "common/byte_tail.hpp"
+#include "common/close_on_exec.hpp"
 #include "common/invariant.hpp"
 #include "common/io_sizes.hpp"
 #include "common/owned_children.hpp"
@@ -47,7 +48,8 @@ std::string failure_text(const ChildSpec& spec, SpawnError::Step step, int err) 
   const std::string reason = std::strerror(err);
   switch (step) {
     case SpawnError::Step::kChdir: return "cannot enter working directory '" + spec.cwd + "': " + reason;
-    case SpawnError::Step::kSetup: return "cannot set up the standard streams of '" + program_of(spec) + "': " + reason;
+    case SpawnError::Step::kSetup:
+      return "cannot set up the standard streams (or close the other descriptors) of '" + program_of(spec) + "': " + reason;
     case SpawnError::Step::kExec: break;
   }
   return "cannot execute '" + program_of(spec) + "': " + reason;
@@ -172,6 +174,7 @@ HVRUN_IN_CHILD int run_child(void* arg) noexcept {
   if (spec.open_files) (void)::setrlimit(RLIMIT_NOFILE, &*spec.open_files);
   for (int n = 0; n < 3; ++n)
     if (!set_stream(n, plan.streams.child_fd[static_cast<std::size_t>(n)])) child_failed(plan, SpawnError::Step::kSetup);
+  if (!others_close_on_exec()) child_failed(plan, SpawnError::Step::kSetup);
   if (!spec.cwd.empty() && ::chdir(spec.cwd.c_str()) != 0) child_failed(plan, SpawnError::Step::kChdir);
   sigset_t none;
   sigemptyset(&none);
@@ -261,6 +264,9 @@ pid_t spawn_child(const ChildSpec& spec, const PreparedStreams& streams) {
                        : ::posix_spawn_file_actions_adddup2(&actions, fd, n);
     if (rc != 0) throw SystemError("posix_spawn_file_actions", spec.what, rc);
   }
+  // Nothing but 0, 1 and 2 reaches the child, whatever was opened without close-on-exec (Asio's sockets).
+  if (const int rc = ::posix_spawn_file_actions_addclosefrom_np(&actions, 3); rc != 0)
+    throw SystemError("posix_spawn_file_actions_addclosefrom_np", spec.what, rc);
   posix_spawnattr_t attr;
   if (const int rc = ::posix_spawnattr_init(&attr); rc != 0) throw SystemError("posix_spawnattr_init", spec.what, rc);
   struct AttrFree {

@@ -19,7 +19,8 @@
 //    tables; a failed exec comes back as posix_spawnp's result.
 // Either way every child starts with no blocked signals and SIGPIPE, SIGINT, SIGTERM and SIGHUP at
 // their defaults (hvrun and the agent ignore or catch them), and has no descriptor of hvrun's beyond
-// its 0, 1 and 2 (every descriptor hvrun opens is close-on-exec).
+// its 0, 1 and 2: every other one is made close-on-exec in the child (close_range, or closefrom with
+// posix_spawnp), whether or not it was opened so (Asio's sockets are not).
 #include <sys/resource.h>
 #include <sys/types.h>
 
@@ -107,7 +108,8 @@ class Child {
   Child() = default;
   // Starts the child and returns once it has executed its program. Throws SpawnError when it could
   // not (the failed child already reaped): "cannot execute 'PROGRAM': REASON", "cannot enter working
-  // directory 'DIR': REASON", "cannot set up the standard streams of 'PROGRAM': REASON"; SystemError
+  // directory 'DIR': REASON", "cannot set up the standard streams (or close the other descriptors) of
+  // 'PROGRAM': REASON"; SystemError
   // when a call of the parent's fails (pipe2, fork, posix_spawn set-up).
   static Child start(const ChildSpec& spec);
   // A child still running is killed with SIGKILL (its whole group when it leads one) and reaped.

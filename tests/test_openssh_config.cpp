@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "launcher/ssh/host_key_policy.hpp"
 #include "launcher/ssh/openssh_config.hpp"
 #include "tests/support/usage_error.hpp"
 
@@ -53,7 +54,9 @@ TEST_CASE("openssh config: the dump's fields, OpenSSH's defaults left out", "[op
   CHECK(c.port == 2222);
   CHECK(c.user == "alice");
   CHECK(c.identity_files.empty());
-  CHECK(c.known_hosts_file.empty());
+  CHECK(c.user_known_hosts.empty());
+  CHECK(c.global_known_hosts.empty());
+  CHECK(c.strict_host_key_checking.empty());
   CHECK(c.proxy_command.empty());
   CHECK(c.proxy_jump.empty());
   CHECK(c.host_key_alias.empty());
@@ -65,7 +68,7 @@ TEST_CASE("openssh config: the dump's fields, OpenSSH's defaults left out", "[op
       "/home/bob");
   CHECK(c.hostname == "fd77::1");
   CHECK(c.identity_files == std::vector<std::string>{"~/.ssh/lab_key", "/keys/other"});
-  CHECK(c.known_hosts_file == "/etc/hvrun/known_hosts");
+  CHECK(c.user_known_hosts == std::vector<std::string>{"/etc/hvrun/known_hosts", "/x"});
   CHECK(c.proxy_command == "nc %h %p");
   CHECK(c.proxy_jump == "a_b:2200,u@c_d");
   CHECK(c.host_key_alias == "trainers");
@@ -77,12 +80,65 @@ TEST_CASE("openssh config: the dump's fields, OpenSSH's defaults left out", "[op
   CHECK_THROWS_WITH(parse_openssh_dump("user u\nhostname h\nport 70000\n", "/h"), Catch::Contains("port '70000'"));
 }
 
-TEST_CASE("openssh config: ProxyJump becomes ssh -W through the first hop, the rest with -J", "[openssh_config]") {
-  CHECK(proxy_jump_command("gpu_node1", {}) ==
+TEST_CASE("openssh config: ProxyJump becomes nested ssh -W, each hop with its own options", "[openssh_config]") {
+  CHECK(hvrun::proxy_jump_hops("u@a_b:2200,c_d,ssh://e:22") ==
+        std::vector<std::string>{"ssh://u@a_b:2200", "c_d", "ssh://e:22"});
+  CHECK(proxy_jump_command({{"gpu_node1", "-o StrictHostKeyChecking=accept-new"}}, "") ==
         "exec ssh -o BatchMode=yes -o LogLevel=ERROR -o StrictHostKeyChecking=accept-new -W '[%h]:%p' -- 'gpu_node1'");
-  CHECK(proxy_jump_command("u@a_b:2200,c'd", {"/tmp/my config", "/tmp/kh", true}) ==
-        "exec ssh -o BatchMode=yes -o LogLevel=ERROR -o StrictHostKeyChecking=yes -F '/tmp/my config' "
-        "-o UserKnownHostsFile='/tmp/kh' -J 'c'\\''d' -W '[%h]:%p' -- 'ssh://u@a_b:2200'");
+  // Two hops: the last is reached through a ProxyCommand to the first, whose tokens are escaped once more
+  // (libssh expands the whole line; the last hop's ssh expands its own ProxyCommand).
+  CHECK(proxy_jump_command({{"ssh://u@a_b:2200", "-o A=1"}, {"c_d", "-o B=2"}}, "/tmp/cfg") ==
+        "exec ssh -o BatchMode=yes -o LogLevel=ERROR -o B=2 -F '/tmp/cfg' -o 'ProxyCommand=ssh -o "
+        "BatchMode=yes -o LogLevel=ERROR -o A=1 -F '\\''/tmp/cfg'\\'' -W '\\''[%%h]:%%p'\\'' -- "
+        "'\\''ssh://u@a_b:2200'\\''' -W '[%h]:%p' -- 'c_d'");
+}
+
+TEST_CASE("openssh config: StrictHostKeyChecking and the known-hosts files as hvrun applies them", "[openssh_config]") {
+  using hvrun::HostKeyChecking;
+  using hvrun::host_key_policy;
+  const std::string dump = "user u\nhostname h\nport 22\n";
+  const std::string defaults =
+      "userknownhostsfile /home/u/.ssh/known_hosts /home/u/.ssh/known_hosts2\n"
+      "globalknownhostsfile /etc/ssh/ssh_known_hosts /etc/ssh/ssh_known_hosts2\n";
+  auto policy = [&](const std::string& lines, bool flag = false) {
+    return host_key_policy("node1", parse_openssh_dump(dump + lines, "/home/u"), flag, "/work/home/.ssh");
+  };
+  // Nothing in the config: hvrun's default, accept-new, into <ssh dir>/known_hosts; the global files read.
+  hvrun::HostKeyPolicy p = policy(defaults);
+  CHECK(p.checking == HostKeyChecking::kAcceptNew);
+  CHECK(p.source == "hvrun's default (StrictHostKeyChecking accept-new)");
+  CHECK(p.user_files == std::vector<std::string>{"/work/home/.ssh/known_hosts"});
+  CHECK(p.global_files == std::vector<std::string>{"/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2"});
+  CHECK(hvrun::openssh_options(p) ==
+        "-o StrictHostKeyChecking=accept-new -o 'UserKnownHostsFile=/work/home/.ssh/known_hosts' "
+        "-o 'GlobalKnownHostsFile=/etc/ssh/ssh_known_hosts /etc/ssh/ssh_known_hosts2'");
+  // The config's values, as ssh -G prints them.
+  CHECK(policy(defaults + "stricthostkeychecking true\n").checking == HostKeyChecking::kYes);
+  CHECK(policy(defaults + "stricthostkeychecking true\n").source == "StrictHostKeyChecking yes in the ssh config");
+  p = policy(defaults + "stricthostkeychecking ask\n");
+  CHECK(p.checking == HostKeyChecking::kYes);
+  CHECK(p.source == "StrictHostKeyChecking ask in the ssh config (taken as yes: hvrun cannot ask)");
+  CHECK(policy(defaults + "stricthostkeychecking accept-new\n").checking == HostKeyChecking::kAcceptNew);
+  CHECK(policy(defaults + "stricthostkeychecking false\n").checking == HostKeyChecking::kNo);
+  CHECK(hvrun::openssh_options(policy("stricthostkeychecking false\n")).starts_with("-o StrictHostKeyChecking=no "));
+  // --ssh-strict-host-key-checking wins over the config.
+  p = policy(defaults + "stricthostkeychecking false\n", true);
+  CHECK(p.checking == HostKeyChecking::kYes);
+  CHECK(p.source == "--ssh-strict-host-key-checking");
+  // Several files each (as ssh -G prints them, expanded), `none`, and ~ against hvrun's ssh dir.
+  p = policy("userknownhostsfile /home/u/kh1 /tmp/u-kh2 ~/kh3\nglobalknownhostsfile none\n");
+  CHECK(p.user_files == std::vector<std::string>{"/home/u/kh1", "/tmp/u-kh2", "/work/home/kh3"});
+  CHECK(p.global_files.empty());
+  CHECK(p.files_text() == "/home/u/kh1, /tmp/u-kh2 and /work/home/kh3");
+  CHECK(hvrun::openssh_options(p) ==
+        "-o StrictHostKeyChecking=accept-new -o 'UserKnownHostsFile=/home/u/kh1 /tmp/u-kh2 /work/home/kh3' "
+        "-o 'GlobalKnownHostsFile=none'");
+  p = policy("userknownhostsfile none\nglobalknownhostsfile none\n");
+  CHECK(p.files().empty());
+  CHECK(p.files_text() == "no file (UserKnownHostsFile and GlobalKnownHostsFile are none)");
+  CHECK(hvrun::test::usage_error([&] { policy("stricthostkeychecking maybe\n"); }) ==
+        "node1: StrictHostKeyChecking 'maybe' in the ssh config is not one hvrun knows; use yes, accept-new or no "
+        "(see ssh -G node1)");
 }
 
 TEST_CASE("openssh config: hosts matched as OpenSSH matches them", "[openssh_config][integration]") {
@@ -111,6 +167,16 @@ TEST_CASE("openssh config: hosts matched as OpenSSH matches them", "[openssh_con
   CHECK(q("mh_one").hostname == "10.0.0.4");
   CHECK(q("jumped").proxy_jump == "gpu_node1");
   CHECK(q("alice@gpu_node1").user == "alice");
+
+  // StrictHostKeyChecking: OpenSSH prints "ask" both for its default and for an explicit line; only the
+  // line is taken (as yes), the default leaves hvrun's own.
+  const std::string strict = d.write("strict", "Host asking\n  StrictHostKeyChecking ask\n"
+                                               "Host sure\n  StrictHostKeyChecking yes\n  UserKnownHostsFile ~/a /b\n");
+  CHECK(query_openssh_config("asking", strict, 10s).strict_host_key_checking == "ask");
+  CHECK(query_openssh_config("other", strict, 10s).strict_host_key_checking.empty());
+  CHECK(query_openssh_config("sure", strict, 10s).strict_host_key_checking == "true");
+  CHECK(query_openssh_config("sure", strict, 10s).user_known_hosts ==
+        std::vector<std::string>{hvrun::passwd_home() + "/a", "/b"});
 
   // OpenSSH refuses the config or the name: one line naming the host and what to run.
   const std::string broken = d.write("broken", "Host x\n  NoSuchKeyword 1\n");

@@ -175,10 +175,14 @@ TEST_CASE("ssh: a changed host key is refused with the command that removes the 
   CHECK(e.failure() == SshFailure::kHostKeyChanged);
   CHECK(e.host() == "127.0.0.1");
   CHECK(e.port() == sshd.port());
-  CHECK(std::string(e.what()) ==
-        "127.0.0.1: host key changed (possible man-in-the-middle); remove the old key with: "
-        "ssh-keygen -R '[127.0.0.1]:" +
-            std::to_string(sshd.port()) + "' -f " + sshd.known_hosts().string());
+  const std::string entry = "[127.0.0.1]:" + std::to_string(sshd.port());
+  CHECK_THAT(e.what(), Catch::StartsWith("127.0.0.1: host key changed (possible man-in-the-middle): " + entry +
+                                         " now shows ssh-ed25519 SHA256:") &&
+                           Catch::Contains(", and " + sshd.known_hosts().string() + " holds another key for it "
+                                           "(known-hosts files consulted: " + sshd.known_hosts().string() + ", ") &&
+                           Catch::Contains("policy: hvrun's default (StrictHostKeyChecking accept-new)); if the change "
+                                           "is expected, remove the old key with: ssh-keygen -R '" + entry + "' -f " +
+                                           sshd.known_hosts().string()));
 }
 
 TEST_CASE("ssh: strict host key checking refuses an unknown host", "[ssh][integration]") {
@@ -269,4 +273,86 @@ TEST_CASE("ssh: network failures are classified and name host and port", "[ssh][
     SilentListener listener(8);
     check_timeout(sshd, listener.port(), "127.0.0.1: no SSH answer from 127.0.0.1 port ");
   }
+}
+
+// The ssh config's StrictHostKeyChecking and UserKnownHostsFile (issue 41): for the host, and for the hop
+// of a ProxyJump, whose ssh is given the same policy.
+TEST_CASE("ssh: StrictHostKeyChecking and UserKnownHostsFile from the ssh config", "[ssh][integration]") {
+  SKIP_WITHOUT_SSHD();
+  SshdFixture sshd;
+  std::filesystem::create_directories(sshd.ssh_dir());
+  const std::filesystem::path files = sshd.home() / "kh";
+  const std::string reach = "  HostName 127.0.0.1\n  Port " + std::to_string(sshd.port()) + "\n  User root\n" +
+                            "  IdentityFile " + sshd.client_key().string() + "\n  GlobalKnownHostsFile none\n";
+  const std::string entry = "[127.0.0.1]:" + std::to_string(sshd.port());
+  hvrun::testing::write_text(
+      sshd.ssh_dir() / "config",
+      "Host strict\n" + reach + "  StrictHostKeyChecking yes\n  UserKnownHostsFile " + files.string() + "/a " +
+          files.string() + "/b\n"
+          "Host asking\n" + reach + "  StrictHostKeyChecking ask\n  UserKnownHostsFile " + files.string() + "/a\n"
+          "Host newcomer\n" + reach + "  StrictHostKeyChecking accept-new\n  UserKnownHostsFile " + files.string() +
+          "/a " + files.string() + "/b\n"
+          "Host careless\n" + reach + "  StrictHostKeyChecking no\n  UserKnownHostsFile " + files.string() + "/a\n"
+          "Host jumper\n" + reach + "  StrictHostKeyChecking yes\n  UserKnownHostsFile " + files.string() + "/hop\n"
+          "Host jumped\n" + reach + "  ProxyJump jumper\n  UserKnownHostsFile " + files.string() + "/a\n");
+  SshTarget target;
+  target.connect_timeout = 10s;
+
+  INFO("yes: an unknown host is refused, named with its key and the files consulted, and nothing is written");
+  target.host = "strict";
+  SshError e = connect_error(target);
+  CHECK(e.failure() == SshFailure::kHostKeyUnknown);
+  CHECK_THAT(e.what(), Catch::StartsWith("strict: host key unknown (" + entry + " is not in the known-hosts files "
+                                         "consulted: " + files.string() + "/a and " + files.string() + "/b; policy: "
+                                         "StrictHostKeyChecking yes in the ssh config), and unknown hosts are "
+                                         "refused; check the key (ssh-ed25519 SHA256:") &&
+                           Catch::EndsWith(") and add it: ssh to the host once, or ssh-keyscan -p " +
+                                           std::to_string(sshd.port()) + " 127.0.0.1 >> " + files.string() +
+                                           "/a, or change StrictHostKeyChecking in the ssh config"));
+  CHECK_FALSE(std::filesystem::exists(files));
+  target.host = "asking";
+  CHECK_THAT(connect_error(target).what(), Catch::Contains("policy: StrictHostKeyChecking ask in the ssh config "
+                                                           "(taken as yes: hvrun cannot ask)"));
+
+  INFO("accept-new: recorded in the first file; then known, also where the key is in the second file only");
+  target.host = "newcomer";
+  SshSession::connect(target);
+  CHECK(contains(hvrun::testing::read_text(files / "a"), entry + " ssh-ed25519 "));
+  CHECK_FALSE(std::filesystem::exists(files / "b"));
+  std::filesystem::rename(files / "a", files / "b");
+  target.host = "strict";
+  CHECK(SshSession::connect(target).run("echo known", 10s).out == "known\n");
+  std::filesystem::rename(files / "b", files / "a");
+
+  INFO("a changed key: refused under yes and accept-new, naming the file that holds the old one; accepted under no");
+  sshd.restart_with_new_host_key();
+  for (const char* host : {"strict", "newcomer"}) {
+    target.host = host;
+    SshError changed = connect_error(target);
+    CHECK(changed.failure() == SshFailure::kHostKeyChanged);
+    CHECK_THAT(changed.what(), Catch::StartsWith(std::string(host) + ": host key changed (possible man-in-the-middle): ") &&
+                                   Catch::Contains(", and " + files.string() + "/a holds another key for it") &&
+                                   Catch::EndsWith("ssh-keygen -R '" + entry + "' -f " + files.string() + "/a"));
+  }
+  target.host = "careless";
+  CHECK(SshSession::connect(target).run("echo careless", 10s).out == "careless\n");
+
+  INFO("--ssh-strict-host-key-checking wins over StrictHostKeyChecking no");
+  std::filesystem::remove(files / "a");
+  target.strict_host_key = true;
+  CHECK(connect_error(target).failure() == SshFailure::kHostKeyUnknown);
+  target.strict_host_key = false;
+
+  INFO("a ProxyJump hop with StrictHostKeyChecking yes and its key unknown: refused, the hop's ssh quoted");
+  target.host = "jumped";
+  SshError hop = connect_error(target);
+  CHECK(hop.failure() == SshFailure::kHostKeyUnknown);
+  CHECK_THAT(hop.what(), Catch::StartsWith("jumped: a ProxyJump hop (jumper) refused its host key") &&
+                             Catch::Contains("No ED25519 host key is known for " + entry) &&
+                             Catch::Contains("Host key verification failed"));
+  CHECK_FALSE(std::filesystem::exists(files / "a"));
+  // Once the hop's key is in its file, the target (accept-new, hvrun's default) is reached and recorded.
+  hvrun::testing::write_text(files / "hop", entry + " " + hvrun::testing::read_text(sshd.host_key().string() + ".pub"));
+  CHECK(SshSession::connect(target).run("echo via-hop", 10s).out == "via-hop\n");
+  CHECK(contains(hvrun::testing::read_text(files / "a"), entry + " ssh-ed25519 "));
 }

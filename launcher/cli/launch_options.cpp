@@ -202,7 +202,8 @@ void define_options(CLI::App& app, CliBindings& b) {
       ->type_name("N")
       ->group(g::kSsh);
   b.strict_opt = app.add_flag("--ssh-strict-host-key-checking", o.ssh_strict_host_key,
-                              "Refuse hosts not in ~/.ssh/known_hosts (default: record them)")
+                              "Refuse unknown host keys whatever the ssh config says "
+                              "(default: its StrictHostKeyChecking, else accept-new)")
                      ->group(g::kSsh);
   app.add_option("--agent-path", o.agent_path,
                  "hvrun-agent on remote hosts (default: hvrun's path, PATH, a copy)")

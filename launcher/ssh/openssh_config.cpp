@@ -82,6 +82,17 @@ Output run_capture(const std::vector<std::string>& args, const std::string& host
   return Output{std::move(output->out), std::move(output->err), child.wait()};
 }
 
+// The space-separated words of a value (ssh -G prints a list of files so).
+std::vector<std::string> dump_words(const std::string& value) {
+  std::vector<std::string> out;
+  for (std::size_t at = value.find_first_not_of(' '); at != std::string::npos; at = value.find_first_not_of(' ', at)) {
+    const std::size_t end = value.find(' ', at);
+    out.push_back(value.substr(at, end - at));
+    at = end;
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string passwd_home() {
@@ -133,9 +144,17 @@ OpenSshHostConfig parse_openssh_dump(const std::string& text, const std::string&
     if (!is_default_identity(path, home)) config.identity_files.push_back(path);
   }
   if (auto it = first.find("userknownhostsfile"); it != first.end()) {
-    const std::string file = it->second.substr(0, it->second.find(' '));
-    if (file != home + "/.ssh/known_hosts" && file != "~/.ssh/known_hosts") config.known_hosts_file = file;
+    config.user_known_hosts = dump_words(it->second);
+    const auto is_default = [&](const std::vector<std::string>& prefixes) {
+      for (const std::string& at : prefixes)
+        if (config.user_known_hosts == std::vector<std::string>{at + "/.ssh/known_hosts", at + "/.ssh/known_hosts2"})
+          return true;
+      return false;
+    };
+    if (is_default({home, "~"})) config.user_known_hosts.clear();
   }
+  if (auto it = first.find("globalknownhostsfile"); it != first.end()) config.global_known_hosts = dump_words(it->second);
+  if (auto it = first.find("stricthostkeychecking"); it != first.end()) config.strict_host_key_checking = it->second;
   if (auto it = first.find("proxycommand"); it != first.end() && it->second != "none") {
     config.proxy_command = it->second;
   }
@@ -163,7 +182,13 @@ OpenSshHostConfig query_openssh_config(const std::string& host, const std::strin
                      where + " with: ssh -G " + dash_f + host);
   }
   try {
-    return parse_openssh_dump(output.out, passwd_home());
+    const std::string home = passwd_home();
+    OpenSshHostConfig config = parse_openssh_dump(output.out, home);
+    // "ask" is also what OpenSSH prints when nothing sets it: then hvrun's own default applies.
+    if (config.strict_host_key_checking == "ask" &&
+        !OpenSshConfigIndex::read(config_file, home).may_set(host, "stricthostkeychecking"))
+      config.strict_host_key_checking.clear();
+    return config;
   } catch (const UsageError&) {
     throw;
   } catch (const Error& e) {
@@ -203,18 +228,37 @@ OpenSshHostConfig openssh_config_for(const std::string& host, const std::string&
   return config;
 }
 
-std::string proxy_jump_command(const std::string& jumps, const JumpSettings& settings) {
-  const auto comma = jumps.find(',');
-  std::string first = jumps.substr(0, comma);
-  // `ssh` takes host:port as a destination only in URI form.
-  if (first.rfind("ssh://", 0) != 0 && first.find(':') != std::string::npos) first = "ssh://" + first;
-  // LogLevel=ERROR: no "Permanently added ..." line from the hops on hvrun's stderr; failures still show.
-  std::string command = "exec ssh -o BatchMode=yes -o LogLevel=ERROR -o StrictHostKeyChecking=";
-  command += settings.strict_host_key ? "yes" : "accept-new";
-  if (!settings.config_file.empty()) command += " -F " + shell_quote(settings.config_file);
-  if (!settings.known_hosts.empty()) command += " -o UserKnownHostsFile=" + shell_quote(settings.known_hosts);
-  if (comma != std::string::npos) command += " -J " + shell_quote(jumps.substr(comma + 1));
-  return command + " -W '[%h]:%p' -- " + shell_quote(first);
+std::vector<std::string> proxy_jump_hops(const std::string& jumps) {
+  std::vector<std::string> hops;
+  for (std::size_t at = 0; at <= jumps.size();) {
+    std::size_t comma = jumps.find(',', at);
+    if (comma == std::string::npos) comma = jumps.size();
+    std::string hop = jumps.substr(at, comma - at);
+    // `ssh` takes host:port as a destination only in URI form.
+    if (!hop.empty() && hop.rfind("ssh://", 0) != 0 && hop.find(':') != std::string::npos) hop = "ssh://" + hop;
+    if (!hop.empty()) hops.push_back(hop);
+    at = comma + 1;
+  }
+  return hops;
+}
+
+std::string proxy_jump_command(const std::vector<JumpHop>& hops, const std::string& config_file) {
+  std::string command;
+  for (const JumpHop& hop : hops) {
+    // LogLevel=ERROR: no "Permanently added ..." line from the hops; a refused host key still shows.
+    std::string level = "ssh -o BatchMode=yes -o LogLevel=ERROR";
+    if (!hop.options.empty()) level += " " + hop.options;
+    if (!config_file.empty()) level += " -F " + shell_quote(config_file);
+    if (!command.empty()) {
+      // The hop before: run by this level's ssh, which expands its %-tokens (so they are doubled here)
+      // and prefixes it with exec itself.
+      std::string escaped;
+      for (const char c : command) escaped += c == '%' ? std::string("%%") : std::string(1, c);
+      level += " -o " + shell_quote("ProxyCommand=" + escaped);
+    }
+    command = level + " -W '[%h]:%p' -- " + shell_quote(hop.destination);
+  }
+  return "exec " + command;
 }
 
 }  // namespace hvrun

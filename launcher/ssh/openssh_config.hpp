@@ -19,7 +19,13 @@ struct OpenSshHostConfig {
   int port = 22;
   std::string user;
   std::vector<std::string> identity_files;  // IdentityFile lines of the config; empty when OpenSSH's defaults
-  std::string known_hosts_file;             // the first UserKnownHostsFile; empty when OpenSSH's default
+  // UserKnownHostsFile's files as `ssh -G` prints them (~ and % tokens expanded; "none" kept); empty when
+  // they are OpenSSH's default (~/.ssh/known_hosts and ~/.ssh/known_hosts2 of the passwd home).
+  std::vector<std::string> user_known_hosts;
+  std::vector<std::string> global_known_hosts;  // GlobalKnownHostsFile's files, OpenSSH's default included
+  // StrictHostKeyChecking as `ssh -G` prints it ("true", "false", "accept-new", "ask"); empty when no line
+  // of the config applies to the host (OpenSSH then prints its default, "ask", which hvrun does not take).
+  std::string strict_host_key_checking;
   std::string proxy_command;                // empty when none
   std::string proxy_jump;                   // comma-separated [user@]host[:port] hops; empty when none
   std::string host_key_alias;               // HostKeyAlias: the name known_hosts is checked under; empty: none
@@ -44,17 +50,24 @@ OpenSshHostConfig query_openssh_config(const std::string& host, const std::strin
 OpenSshHostConfig openssh_config_for(const std::string& host, const std::string& config_file,
                                      std::chrono::milliseconds timeout);
 
-// How the `ssh` that runs a ProxyJump is told to behave like hvrun's own connection.
-struct JumpSettings {
-  std::string config_file;  // passed with -F when not empty: the hops are looked up in the same config
-  std::string known_hosts;  // passed as UserKnownHostsFile when not empty
-  bool strict_host_key = false;  // unknown hop keys refused (else recorded, as hvrun does for its hosts)
+// The hops of a ProxyJump value, in the order they are reached, each as `ssh` takes it as a destination
+// ([user@]host, or ssh://[user@]host:port when it names a port).
+std::vector<std::string> proxy_jump_hops(const std::string& jumps);
+
+// One hop of a ProxyJump for proxy_jump_command: its destination (proxy_jump_hops) and the `-o` options
+// that give its `ssh` hvrun's host-key policy for it (host_key_policy.hpp), quoted for /bin/sh.
+struct JumpHop {
+  std::string destination;
+  std::string options;
 };
 
-// The ProxyCommand that reaches the target through the `jumps` of a ProxyJump, as OpenSSH does it:
-// `ssh -W [%h]:%p` through the first hop, the rest given with -J; every hop quoted for /bin/sh. The
-// hops' ssh never prompts (BatchMode), as hvrun never does.
-std::string proxy_jump_command(const std::string& jumps, const JumpSettings& settings);
+// The ProxyCommand that reaches the target through `hops`, first to last: `ssh -W [%h]:%p` to the last
+// hop, which reaches it through a ProxyCommand of the same kind to the hop before, and so on (OpenSSH's
+// own -J would not pass each hop its options). `config_file` (when not empty) is passed with -F: the hops
+// are looked up in the same config. The hops' ssh never prompts (BatchMode), as hvrun never does. Each
+// level's %-tokens are escaped once more (libssh expands the whole command once, each ssh its own
+// ProxyCommand); every word quoted for /bin/sh.
+std::string proxy_jump_command(const std::vector<JumpHop>& hops, const std::string& config_file);
 
 // The passwd home directory of this user (OpenSSH's "~"; it ignores $HOME). Throws Error if unknown.
 std::string passwd_home();

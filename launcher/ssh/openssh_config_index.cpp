@@ -50,8 +50,10 @@ bool names_host(const std::string& value) {
 }
 
 bool is_read_by_hvrun(const std::string& keyword) {
-  static const std::vector<std::string> kRead{"hostname",   "user",      "port",      "identityfile",
-                                              "userknownhostsfile", "proxycommand", "proxyjump", "hostkeyalias"};
+  static const std::vector<std::string> kRead{"hostname",           "user",         "port",
+                                              "identityfile",       "userknownhostsfile",
+                                              "globalknownhostsfile", "stricthostkeychecking",
+                                              "proxycommand",       "proxyjump",    "hostkeyalias"};
   return std::find(kRead.begin(), kRead.end(), keyword) != kRead.end();
 }
 
@@ -128,7 +130,7 @@ void OpenSshConfigIndex::read_file(const std::string& path, const std::string& r
     } else if (keyword == "canonicalizehostname") {
       if (args.empty() || lower(args.front()) != "no") unshared_ = true;
     } else if (is_read_by_hvrun(keyword)) {
-      settings_.push_back({block, keyword == "hostname", names_host(rest)});
+      settings_.push_back({block, keyword, keyword == "hostname", names_host(rest)});
     }
   }
 }
@@ -161,6 +163,15 @@ std::optional<OpenSshConfigIndex::Sharing> OpenSshConfigIndex::sharing(const std
     s.names_hostname = s.names_hostname || setting.is_hostname;
   }
   return s;
+}
+
+bool OpenSshConfigIndex::may_set(const std::string& host, const std::string& keyword) const {
+  const bool judged = sharing(host).has_value();
+  for (const Setting& setting : settings_) {
+    if (setting.keyword != keyword) continue;
+    if (!judged || setting.block < 0 || matches(hosts_[static_cast<std::size_t>(setting.block)], host)) return true;
+  }
+  return false;
 }
 
 }  // namespace hvrun

@@ -4,7 +4,8 @@
 // and canonicalisation, OpenSSH's answer for a host depends on the name only through which `Host` lines
 // match it, through `%` tokens, and through HostName's default (the name itself). So two hosts share one
 // answer when the same Host lines match both and no line that applies to them and sets what hvrun reads
-// (HostName, User, Port, IdentityFile, UserKnownHostsFile, ProxyCommand, ProxyJump, HostKeyAlias) holds a
+// (HostName, User, Port, IdentityFile, UserKnownHostsFile, GlobalKnownHostsFile, StrictHostKeyChecking,
+// ProxyCommand, ProxyJump, HostKeyAlias) holds a
 // token that names the host (%h, %n, %p, %r, %C, ...; %d %u %i %l %L %% are the same for every host).
 //
 // Every host is left to its own `ssh -G` when the files hold `Match` (it may run commands or test the
@@ -33,6 +34,10 @@ class OpenSshConfigIndex {
   };
   // How `host` (as written) may share; nullopt when it needs its own `ssh -G`.
   std::optional<Sharing> sharing(const std::string& host) const;
+  // Whether a line that applies to `host` may set `keyword` (lower case, one hvrun reads): false only
+  // when no such line is in the files, or every one is in a Host block that does not match the host;
+  // true whenever the files cannot be judged so (see sharing).
+  bool may_set(const std::string& host, const std::string& keyword) const;
 
  private:
   struct HostLine {
@@ -40,6 +45,7 @@ class OpenSshConfigIndex {
   };
   struct Setting {
     int block = -1;  // the Host line it follows, -1 before any (it applies to every host)
+    std::string keyword;  // lower case
     bool is_hostname = false;
     bool names_host = false;  // its value holds a % token that differs between hosts
   };

@@ -7,8 +7,11 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
+#include "common/error.hpp"
 #include "common/log.hpp"
+#include "launcher/base/shell_quote.hpp"
 #include "launcher/ssh/openssh_config.hpp"
 #include "launcher/ssh/tcp_dial.hpp"
 #include "common/duration_text.hpp"
@@ -65,6 +68,56 @@ void check_identity_file(Core& core, const std::string& path) {
   }
 }
 
+// What the ssh of a ProxyJump writes on its stderr (libssh would send it to /dev/null): a file of this
+// user's (mkstemp: 0600, a new name), removed when the connection is up or has failed.
+struct HopErrors {
+  std::string path;
+  UniqueFd fd;
+  static HopErrors make(const std::string& host) {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string name = std::string(tmp != nullptr && *tmp == '/' ? tmp : "/tmp") + "/hvrun-proxyjump-XXXXXX";
+    HopErrors e;
+    e.fd = UniqueFd(::mkostemp(name.data(), O_CLOEXEC));
+    if (!e.fd) throw_errno("mkostemp", host + ": a file for the ProxyJump's errors in " + name);
+    e.path = name;
+    return e;
+  }
+  ~HopErrors() {
+    if (!path.empty()) ::unlink(path.c_str());
+  }
+  HopErrors() = default;
+  HopErrors(HopErrors&& other) noexcept : path(std::exchange(other.path, {})), fd(std::move(other.fd)) {}
+  HopErrors& operator=(HopErrors&& other) noexcept {
+    std::swap(path, other.path);
+    std::swap(fd, other.fd);
+    return *this;
+  }
+  // Its lines, joined with "; " (at most 400 bytes: OpenSSH's changed-key warning is long).
+  std::string text() const {
+    if (!fd) return {};
+    std::string raw(4096, '\0');
+    const ssize_t n = ::pread(fd.get(), raw.data(), raw.size(), 0);
+    if (n <= 0) return {};
+    raw.resize(static_cast<std::size_t>(n));
+    std::string out;
+    std::size_t start = 0;
+    while (start < raw.size()) {
+      std::size_t end = raw.find('\n', start);
+      if (end == std::string::npos) end = raw.size();
+      std::string line = raw.substr(start, end - start);
+      start = end + 1;
+      while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+      if (line.empty() || line.find_first_not_of("@ ") == std::string::npos) continue;
+      bool noise = false;  // the changed-key warning's sentences that name nothing
+      for (const char* said : {"NASTY", "eavesdropping", "It is also possible", "Please contact"})
+        noise = noise || line.find(said) != std::string::npos;
+      if (noise) continue;
+      out += (out.empty() ? "" : "; ") + line;
+    }
+    return out.size() > 800 ? out.substr(0, 800) + "..." : out;
+  }
+};
+
 SshError dial_error(const Core& core, const DialResult& dial, std::chrono::milliseconds timeout) {
   const std::string port = std::to_string(core.port);
   switch (dial.failure) {
@@ -104,9 +157,14 @@ DialedSession dial_session(Core& core, const SshTarget& target) {
   // only ever sees what that yields. Its own config parser is not run.
   const std::string config_file = openssh_config_file(ssh_dir);
   const OpenSshHostConfig config = openssh_config_for(target.host, config_file, target.connect_timeout);
-  std::string known_hosts = ssh_dir + "/known_hosts";
-  if (!config.known_hosts_file.empty()) known_hosts = expand_tilde(config.known_hosts_file, ssh_dir);
+  HopErrors hop_errors;
+  const HostKeyPolicy policy = host_key_policy(target.host, config, target.strict_host_key, ssh_dir);
+  // libssh reads these during the handshake too (it prefers the key types they hold); verify_host_key
+  // checks every file of the policy itself.
+  const std::string known_hosts = policy.user_files.empty() ? "/dev/null" : policy.user_files.front();
   set_option(core, SSH_OPTIONS_KNOWNHOSTS, known_hosts.c_str(), "known hosts file " + known_hosts);
+  const std::string global = policy.global_files.empty() ? "/dev/null" : policy.global_files.front();
+  set_option(core, SSH_OPTIONS_GLOBAL_KNOWNHOSTS, global.c_str(), "global known hosts file " + global);
   if (ssh_options_set(session, SSH_OPTIONS_HOST, host_for_libssh(config.hostname).c_str()) != SSH_OK) {
     // OpenSSH would look such a name up; libssh keeps it from its known_hosts check, so hvrun cannot.
     const std::string written = target.host.substr(target.host.rfind('@') + 1);
@@ -127,8 +185,14 @@ DialedSession dial_session(Core& core, const SshTarget& target) {
   if (!config.proxy_command.empty()) {
     set_option(core, SSH_OPTIONS_PROXYCOMMAND, config.proxy_command.c_str(), "ProxyCommand " + config.proxy_command);
   } else if (!config.proxy_jump.empty()) {
-    const std::string command =
-        proxy_jump_command(config.proxy_jump, JumpSettings{config_file, known_hosts, target.strict_host_key});
+    // Each hop's ssh gets the host-key policy its own config gives it, as the target's is given here.
+    std::vector<JumpHop> hops;
+    for (const std::string& hop : proxy_jump_hops(config.proxy_jump)) {
+      const OpenSshHostConfig hop_config = openssh_config_for(hop, config_file, target.connect_timeout);
+      hops.push_back({hop, openssh_options(host_key_policy(hop, hop_config, target.strict_host_key, ssh_dir))});
+    }
+    hop_errors = HopErrors::make(target.host);
+    const std::string command = proxy_jump_command(hops, config_file) + " 2>" + shell_quote(hop_errors.path);
     set_option(core, SSH_OPTIONS_PROXYCOMMAND, command.c_str(), "ProxyJump " + config.proxy_jump);
   }
   if (target.port) {  // -p overrides the config for every host
@@ -188,16 +252,28 @@ DialedSession dial_session(Core& core, const SshTarget& target) {
                             seconds_text(target.connect_timeout) + " (something accepted the connection but did not "
                             "complete the SSH handshake)");
     }
-    // libssh sends a proxy command's stderr to /dev/null: point at the command that shows its error.
-    const std::string see = proxy.empty() ? std::string()
-                                          : " (the proxy's own error is not shown; see it with: ssh -o BatchMode=yes " +
-                                                (config_file.empty() ? "" : "-F " + config_file + " ") + target.host +
-                                                " true)";
+    // libssh sends a proxy command's stderr to /dev/null: a ProxyJump's is kept in a file and quoted;
+    // for a ProxyCommand, point at the command that shows its error.
+    const std::string ssh_line = "ssh -o BatchMode=yes " + (config_file.empty() ? "" : "-F " + config_file + " ");
+    const std::string hops_said = hop_errors.text();
+    if (hops_said.find("Host key verification failed") != std::string::npos ||
+        hops_said.find("REMOTE HOST IDENTIFICATION HAS CHANGED") != std::string::npos) {
+      throw core.error(SshFailure::kHostKeyUnknown,
+                       "a ProxyJump hop (" + config.proxy_jump + ") refused its host key, as its host-key policy "
+                       "says (its ssh said: " + hops_said + "); check the hop's key and add it to its known-hosts "
+                       "file (ssh to the hop once: " + ssh_line + "-o StrictHostKeyChecking=ask " +
+                       proxy_jump_hops(config.proxy_jump).front() + " true, or ssh-keyscan), or change "
+                       "StrictHostKeyChecking/UserKnownHostsFile for it in the ssh config");
+    }
+    const std::string see = proxy.empty()           ? std::string()
+                            : !hops_said.empty()    ? " (the ProxyJump's ssh said: " + hops_said + ")"
+                                                    : " (the proxy's own error is not shown; see it with: " + ssh_line +
+                                                       target.host + " true)";
     throw core.error(SshFailure::kHandshake, "SSH handshake with " + address + " port " +
                                                   std::to_string(core.port) + " failed: " + why + see);
   }
   core.user = get_option(session, SSH_OPTIONS_USER);
-  return DialedSession{address, config.host_key_alias};
+  return DialedSession{address, config.host_key_alias, policy};
 }
 
 }  // namespace hvrun::ssh_detail

@@ -6,6 +6,7 @@
 // (or a UsageError for a host string that cannot be a host).
 #include <string>
 
+#include "launcher/ssh/host_key_policy.hpp"
 #include "launcher/ssh/ssh_core.hpp"
 
 namespace hvrun::ssh_detail {
@@ -14,6 +15,7 @@ namespace hvrun::ssh_detail {
 struct DialedSession {
   std::string address;         // what was reached, for messages: "10.0.0.5", "h1 (via ProxyJump j)"
   std::string host_key_alias;  // the config's HostKeyAlias, or empty
+  HostKeyPolicy host_key_policy;  // the target's (its hops' went to their ssh)
 };
 
 // Fills core.hostname, port, user and known_hosts. The core must not be shared yet (no lock taken).

@@ -45,7 +45,7 @@ SshSession SshSession::connect(const SshTarget& target) {
   core->hostname = target.host;
   // The core is not shared yet: no other thread can reach it, so no lock until it is returned.
   const ssh_detail::DialedSession dialed = ssh_detail::dial_session(*core, target);
-  ssh_detail::verify_host_key(*core, target.strict_host_key, dialed.host_key_alias);
+  ssh_detail::verify_host_key(*core, dialed.host_key_policy, dialed.host_key_alias);
   ssh_detail::authenticate(*core);
   core->last_received = Clock::now();
   log_of(LogSubsys::kSsh)
