@@ -64,7 +64,7 @@ TEST_CASE("agent check script: each place in order, quoted, the cached copy last
   const auto first = s.find("\nhvrun_try '/opt/it'\\''s here/hvrun-agent'\n");
   const auto search = s.find("\nhvrun_try \"$(command -v hvrun-agent)\"\n");
   const auto cache =
-      s.find("\n[ -z \"$hvrun_seen\" ] || hvrun_dir " + dir + " && hvrun_try " + dir + "/hvrun-agent\n");
+      s.find("\n[ -z \"$hvrun_seen\" ] || { hvrun_dir " + dir + " && hvrun_try " + dir + "/hvrun-agent; }\n");
   REQUIRE(staged != std::string::npos);
   REQUIRE(first != std::string::npos);
   REQUIRE(search != std::string::npos);
@@ -114,6 +114,18 @@ TEST_CASE("agent check script under dash and bash: runs the agent that passes, r
   CHECK(place.check("/bin/sh", digest).out == "hvrun-agent-check: dir-mode 777 " + cache.string() +
                                           "\nhvrun-agent-check: none -\n");
   fs::permissions(cache, fs::perms::owner_all);
+  {
+    INFO("--agent-path that is not there: the cached copy is not tried (only after a mismatch)");
+    AgentCheckPlan plan;
+    plan.digest = digest;
+    plan.paths = {(place.dir / "absent").string()};
+    plan.cache = true;
+    plan.cache_after_mismatch = true;
+    auto r = test::run({"/usr/bin/env", "HOME=" + (place.dir / "home").string(), "/bin/sh", "-c",
+                        agent_check_script(plan)},
+                       10s);
+    CHECK(r.out == "hvrun-agent-check: none -\n");
+  }
   CHECK(place.check("/bin/sh", digest).out ==
         "hvrun-agent-check: run - " + (cache / "hvrun-agent").string() + "\nHVR1 ran\n");
 }
@@ -183,6 +195,18 @@ TEST_CASE("agent command (--rsh-agent, srun) with the check script on stdin: ref
                                        " (this hvrun's agent); --rsh-agent 'test' cannot copy hvrun's own agent to "
                                        "the host as hvrun's SSH does: install this hvrun's build there (the same "
                                        "hvrun-agent file), or give --agent-path a path where it is");
+  }
+  {
+    INFO("a command that ends without reading the script: its exit code and what it wrote");
+    CommandAgentOptions failing = o;
+    failing.argv = {"/bin/sh", "-c", "echo no-such-pod >&2; exit 5"};
+    try {
+      CommandAgent::start(failing);
+      FAIL("a failing command started an agent");
+    } catch (const Error& e) {
+      CHECK(std::string(e.what()) ==
+            "h1: --rsh-agent 'test' exited with code 5 before hvrun-agent said hello (it wrote: no-such-pod); the fix");
+    }
   }
   fs::remove(place.agent);
   try {

@@ -3,6 +3,8 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <cerrno>
+
 #include <map>
 #include <mutex>
 
@@ -86,8 +88,8 @@ std::string agent_check_script(const AgentCheckPlan& plan) {
   for (const std::string& path : plan.paths) s += "hvrun_try " + shell_quote(path) + "\n";
   if (plan.search_path) s += "hvrun_try \"$(command -v hvrun-agent)\"\n";
   if (plan.cache) {
-    s += plan.cache_after_mismatch ? "[ -z \"$hvrun_seen\" ] || " : "";
-    s += "hvrun_dir " + dir + " && hvrun_try " + dir + "/hvrun-agent\n";
+    const std::string cache = "hvrun_dir " + dir + " && hvrun_try " + dir + "/hvrun-agent";
+    s += plan.cache_after_mismatch ? "[ -z \"$hvrun_seen\" ] || { " + cache + "; }\n" : cache + "\n";
   }
   s += "hvrun_say none -\nexit " + std::to_string(kAgentCheckNoneStatus) + "\n";
   return s;
@@ -155,8 +157,9 @@ AgentCheckReport read_agent_check(int fd, std::chrono::milliseconds timeout, con
     char c;
     // Peek at a line's first byte: the hello (frame magic "HVR1") stays for the job's channel to read.
     const ssize_t got = retry_eintr([&] { return ::recv(fd, &c, 1, line.empty() ? MSG_PEEK : 0); });
-    if (got < 0) throw_errno("recv", "waiting for the agent on " + host);
-    if (got == 0) {
+    // A command that ended without reading the script it was sent resets the socket: an end as well.
+    if (got < 0 && errno != ECONNRESET) throw_errno("recv", "waiting for the agent on " + host);
+    if (got <= 0) {
       report.end = AgentCheckReport::End::kEnded;
       return report;
     }
