@@ -64,8 +64,9 @@ std::unique_ptr<HostAgent> start_by_rsh(const LaunchOptions& options, const std:
 // own teardown end it with the job (scancel, time limit). The explicit counts override what srun
 // would take from the allocation's SLURM_NTASKS and the like. --unbuffered: without it slurmstepd
 // holds back output until a newline (measured on 22.05: a frame's tail waited for the next one); with
-// it the agent's stdout is a raw pseudo-terminal that passes every byte value on as it comes. srun
-// passes argv on as it is: the check script is `/bin/sh -c`'s argument.
+// it the agent's stdout is a raw pseudo-terminal that passes every byte value on as it comes. The check
+// script goes on stdin to `/bin/sh`, as with --rsh-agent: in argv, its SHA-256 would read like a secret
+// to anyone who looks for one in `ps` (and the tests do).
 std::unique_ptr<HostAgent> start_by_srun(const LaunchOptions& options, const std::string& host,
                                          const std::string& local_agent) {
   const std::string agent = options.agent_path.empty() ? local_agent : options.agent_path;
@@ -73,12 +74,12 @@ std::unique_ptr<HostAgent> start_by_srun(const LaunchOptions& options, const std
   o.host = host;
   o.argv = {"srun",          "--nodes=1",          "--ntasks=1",   "--ntasks-per-node=1",
             "--nodelist=" + host, "--overlap",     "--kill-on-bad-exit=1", "--unbuffered",
-            "--mpi=none",    "--job-name=hvrun-agent", "/bin/sh", "-c",
-            agent_check_script(command_plan(options, local_agent)), "hvrun-agent-check"};
+            "--mpi=none",    "--job-name=hvrun-agent", "/bin/sh"};
   o.label = "srun";
   o.fix = "check that `srun -N1 -w " + host + " " + agent +
           " --version` works in this allocation (--agent-path names the agent's path on the nodes)";
   o.start_timeout = options.start_timeout;
+  o.stdin_script = agent_check_script(command_plan(options, local_agent));
   o.digest = agent_digest(local_agent);
   o.missing = missing_text(options, local_agent);
   return CommandAgent::start(o);
