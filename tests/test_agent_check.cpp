@@ -130,7 +130,7 @@ TEST_CASE("agent check script under dash and bash: runs the agent that passes, r
         "hvrun-agent-check: run - " + (cache / "hvrun-agent").string() + "\nHVR1 ran\n");
 }
 
-TEST_CASE("agent check report: its lines, parsed and worded; the hello left unread") {
+TEST_CASE("agent check report: its lines, parsed and worded, the hello left unread") {
   auto f = parse_agent_check_line("hvrun-agent-check: sha256 " + kDigest + " /opt/my dir/hvrun-agent");
   REQUIRE(f);
   CHECK(f->what == "sha256");

@@ -75,8 +75,8 @@ TEST_CASE("agent verified where it runs: hvrun's own at its path, found on the h
   p.wait(30s);
 }
 
-TEST_CASE("agent at hvrun's path planted by another user: over SSH hvrun's own copy runs with one warning; "
-          "--rsh-agent refuses; the planted program never runs",
+TEST_CASE("agent at hvrun's path planted by another user: over SSH hvrun's own copy runs with one warning, "
+          "--rsh-agent refuses, the planted program never runs",
           "[lab]") {
   HVRUN_SKIP_WITHOUT_LAB();
   Lab lab(3);
@@ -128,6 +128,26 @@ TEST_CASE("agent at hvrun's path planted by another user: over SSH hvrun's own c
     CHECK(count_of(r.out, "<stdout>:" + h1 + "\n") == 1);
     CHECK_THAT(r.err, Catch::Contains(h1 + ": " + own_agent() + " is writable by group or others (mode 777); running "
                                            "~/.cache/hvrun/agent-" + digest + "/hvrun-agent instead"));
+  }
+  {
+    INFO("no agent at hvrun's path, and the cache folder is another user's: refused, naming the folder");
+    const fs::path absent = shared.dir / "not-executable";
+    std::ofstream(absent) << "not an agent\n";
+    fs::permissions(absent, fs::perms::owner_read | fs::perms::owner_write);
+    REQUIRE(lab.control({"bind", "1", absent.string(), own_agent()}) == 0);
+    // The lab's hosts share root's home; this build's own entry is made anew by the next run that needs it.
+    const fs::path entry = fs::path("/root/.cache/hvrun") / ("agent-" + digest);
+    fs::remove_all(entry);
+    fs::create_directories(entry);
+    neighbour.give(entry.string());
+    auto r = run(hvrun_on(lab, home, {"-H", h1, "true"}), 60s);
+    fs::remove_all(entry);
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.err, Catch::Contains(h1 + ": the folder " + entry.string() + " is owned by uid " +
+                                      std::to_string(neighbour.uid()) +
+                                      ", not you, and hvrun keeps its own copy of hvrun-agent there; remove that "
+                                      "folder (hvrun makes it anew, mode 0700)"));
   }
   CHECK_FALSE(fs::exists(marker));
 }
