@@ -30,8 +30,10 @@ struct AgentCheckPlan {
   std::string staged;
 };
 
-// The SHA-256 of this machine's agent at `local_agent`, computed once per path for all hosts
-// (common/file_digest.hpp: throws SystemError naming the file). Thread-safe.
+// The SHA-256 of this machine's agent at `local_agent`, computed once per path for all hosts, on a thread
+// of its own from the first call of either (common/file_digest.hpp: throws SystemError naming the file).
+// prefetch_agent_digest starts it without waiting (before a connect, which it then overlaps). Thread-safe.
+void prefetch_agent_digest(const std::string& local_agent);
 const std::string& agent_digest(const std::string& local_agent);
 
 // ~/.cache/hvrun/agent-<digest>, relative to the home directory.

@@ -55,8 +55,8 @@ void RemoteAgent::copy_files(const std::vector<FileCopy>& files, std::chrono::mi
 
 std::unique_ptr<RemoteAgent> RemoteAgent::start(const RemoteAgentOptions& o) {
   const std::string& host = o.ssh.host;
+  prefetch_agent_digest(o.local_agent);  // hashed (3 ms) while the session connects
   SshSession session = SshSession::connect(o.ssh);
-  // After the connect: the first host up hashes the local agent (3 ms) while the others still connect.
   const std::string& digest = agent_digest(o.local_agent);
   const std::string rel = agent_cache_dir(digest) + "/hvrun-agent";
 
