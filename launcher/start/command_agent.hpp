@@ -1,6 +1,6 @@
 #pragma once
 // The agent of a host reached by a local command rather than by hvrun's own SSH: `--rsh-agent CMD`
-// (`CMD HOST AGENT`, as mpirun's plm_rsh_agent) and srun inside a Slurm allocation. The command runs
+// (`CMD HOST /bin/sh`, as mpirun's plm_rsh_agent) and srun inside a Slurm allocation. The command runs
 // here with the control channel on its stdin and stdout; it must pass both through untouched to the
 // agent it starts on HOST, and end when the agent ends. The job's secret is sent on that channel,
 // never in the command's argv or environment.
