@@ -8,8 +8,12 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
+
+#include <spdlog/sinks/ostream_sink.h>
 
 #include "common/file_digest.hpp"
+#include "common/log.hpp"
 #include "hvrun/error.hpp"
 #include "launcher/start/agent_check.hpp"
 #include "launcher/start/command_agent.hpp"
@@ -216,4 +220,44 @@ TEST_CASE("agent command (--rsh-agent, srun) with the check script on stdin: ref
     CHECK(std::string(e.what()) == "h1: no executable hvrun-agent at " + place.agent.string() +
                                        " or on the PATH (--rsh-agent 'test'); the fix");
   }
+}
+
+TEST_CASE("agent command (--rsh-agent, srun): a later place that passes runs, and one warning names the one that did "
+          "not",
+          "[integration][command_agent]") {
+  Place place;
+  const fs::path other = place.dir / "other-agent";
+  std::ofstream(other) << "#!/bin/sh\necho HVR1 other\n";
+  fs::permissions(other, fs::perms::owner_all);
+  const std::string digest = sha256_file(place.agent.string());
+  AgentCheckPlan plan;
+  plan.digest = digest;
+  plan.paths = {other.string(), place.agent.string()};
+  CommandAgentOptions o;
+  o.host = "h1";
+  o.argv = {"/bin/sh"};
+  o.label = "--rsh-agent 'test'";
+  o.fix = "the fix";
+  o.start_timeout = 10s;
+  o.stdin_script = agent_check_script(plan);
+  o.digest = digest;
+  std::ostringstream log;
+  init_log(kHvrunLogPrefix, [&log] { return std::make_shared<spdlog::sinks::ostream_sink_st>(log); });
+  std::unique_ptr<CommandAgent> agent;
+  try {
+    agent = CommandAgent::start(o);
+  } catch (...) {
+    init_log(kHvrunLogPrefix);
+    throw;
+  }
+  init_log(kHvrunLogPrefix);
+  set_log_threshold(LogLevel::info, all_log_subsystems());
+  CHECK(log.str() == "hvrun: h1: " + other.string() + " has SHA-256 " + sha256_file(other.string()) + ", not " +
+                         digest + " (this hvrun's agent); running " + place.agent.string() +
+                         " instead, which passed the same check; install this hvrun's build there or remove it to "
+                         "silence this\n");
+  UniqueFd channel = agent->take_channel();
+  char buf[16] = {};
+  CHECK(::read(channel.get(), buf, sizeof buf - 1) == 9);
+  CHECK(std::string(buf) == "HVR1 ran\n");
 }

@@ -149,5 +149,25 @@ TEST_CASE("agent at hvrun's path planted by another user: over SSH hvrun's own c
                                       ", not you, and hvrun keeps its own copy of hvrun-agent there; remove that "
                                       "folder (hvrun makes it anew, mode 0700)"));
   }
+  if (fs::exists("/usr/bin/openssl")) {
+    INFO("a host whose hash tool lies: even the uploaded copy fails its check, and the host is refused");
+    const fs::path liar = shared.dir / "openssl";
+    std::ofstream(liar) << "#!/bin/sh\necho " << std::string(64, '0') << " '*stdin'\n";
+    fs::permissions(liar, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                              fs::perms::others_read | fs::perms::others_exec);
+    REQUIRE(lab.control({"bind", "1", liar.string(), "/usr/bin/openssl"}) == 0);
+    const fs::path entry = fs::path("/root/.cache/hvrun") / ("agent-" + digest);
+    auto r = run(hvrun_on(lab, home, {"-H", h1, "true"}), 60s);
+    fs::remove_all(entry);
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.err, Catch::Contains(h1 + ": the copy of hvrun-agent uploaded to ~/.cache/hvrun/agent-" + digest +
+                                      "/hvrun-agent failed its check: " + (entry / "hvrun-agent").string() +
+                                      " has SHA-256 " + std::string(64, '0') + ", not " + digest +
+                                      " (this hvrun's agent); check that file system, and that `openssl dgst "
+                                      "-sha256` or `sha256sum` works there"));
+  } else {
+    WARN("skipped the lying hash tool: no /usr/bin/openssl to bind over");
+  }
   CHECK_FALSE(fs::exists(marker));
 }

@@ -124,7 +124,7 @@ std::unique_ptr<RemoteAgent> RemoteAgent::start(const RemoteAgentOptions& o) {
     const std::string failed = findings_text(after.findings, digest);
     if (!failed.empty())
       throw Error(host + ": the copy of hvrun-agent uploaded to ~/" + rel + " failed its check: " + failed +
-                  "; check that file system");
+                  "; check that file system, and that `openssl dgst -sha256` or `sha256sum` works there");
     const std::string why = stderr_summary(cached);
     throw Error(host + ": the copied hvrun-agent did not start" + (why.empty() ? std::string() : ": " + why) +
                 " (is the host's OS or CPU different from this one?)");
