@@ -3,10 +3,14 @@
 #include <sys/prctl.h>
 #include <signal.h>
 #include <fcntl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <vector>
 #include <iostream>
 #include <openssl/crypto.h>
 
@@ -16,6 +20,25 @@
 #include "common/user_message.hpp"
 #include "hvrun/version.hpp"
 
+namespace {
+
+// Whatever the agent inherits above stderr is not its own: the check script's descriptor 3 (the agent's
+// file, which it executed) or a remote shell's. The channel is stdin/stdout on every way it is started
+// (SSH, --rsh-agent, srun, and the local agent's socketpair), and the agent has opened nothing yet.
+void close_inherited_descriptors() {
+  if (::syscall(SYS_close_range, 3U, ~0U, 0U) == 0) return;
+  // Before Linux 5.9: each open descriptor from /proc.
+  std::vector<int> open;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it("/proc/self/fd", ec), end; !ec && it != end; it.increment(ec)) {
+    const int fd = std::atoi(it->path().filename().c_str());
+    if (fd > 2) open.push_back(fd);
+  }
+  for (int fd : open) ::close(fd);  // EBADF for the iterator's own descriptor, closed already
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   // The job secret arrives on stdin: from the start, no core dump and no /proc/PID/{mem,environ,fd} or
   // ptrace for other processes of the user (root only). A rank gets it back with its exec.
@@ -23,6 +46,10 @@ int main(int argc, char** argv) {
     std::cerr << "hvrun-agent: prctl(PR_SET_DUMPABLE, 0): " << std::strerror(errno) << "\n";
     return 1;
   }
+  close_inherited_descriptors();
+  // The name ps and pgrep show: started by the check script as /proc/self/fd/3, the kernel named it "3".
+  // Cosmetic: a failure (none is documented for PR_SET_NAME) leaves the kernel's name.
+  (void)::prctl(PR_SET_NAME, "hvrun-agent", 0, 0, 0);
   if (argc > 1 && (std::strcmp(argv[1], "--version") == 0)) {
     std::cout << "hvrun-agent " << hvrun::kVersion << "\n";
     return 0;

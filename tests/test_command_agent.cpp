@@ -75,10 +75,10 @@ TEST_CASE("agent command (--rsh-agent, srun): its own process group, no blocked 
 
 TEST_CASE("agent command (--rsh-agent) not found by its shell: exit code 127 and what the shell wrote",
           "[integration][command_agent]") {
-  // start_by_rsh runs `/bin/sh -c 'CMD "$@"' hvrun-rsh-agent HOST AGENT`: the shell, not posix_spawnp,
+  // start_by_rsh runs `/bin/sh -c 'CMD "$@"' hvrun-rsh-agent HOST /bin/sh`: the shell, not posix_spawnp,
   // looks CMD up.
   try {
-    CommandAgent::start(options({"/bin/sh", "-c", "hvrun-no-such-rsh \"$@\"", "hvrun-rsh-agent", "h1", "agent"}));
+    CommandAgent::start(options({"/bin/sh", "-c", "hvrun-no-such-rsh \"$@\"", "hvrun-rsh-agent", "h1", "/bin/sh"}));
     FAIL("a command that does not exist started");
   } catch (const hvrun::Error& e) {
     CHECK_THAT(e.what(), Catch::StartsWith("h1: --rsh-agent 'test' exited with code 127 (command not found?) before "

@@ -119,12 +119,28 @@ TEST_CASE("SSH set-up on the lab: config aliases, missing agents, host keys, una
     fs::remove_all(dir);
   }
   {
-    INFO("an agent of another version is refused with both versions named");
+    INFO("--agent-path naming another build: its SHA-256 differs, so hvrun's own copy runs, with one warning");
     const std::string fake = (fs::path(hvrun_bin()).parent_path().parent_path() / "tests" / "hvrun_fake_agent").string();
-    auto r = run(hvrun_on(lab, home, {"--agent-path", fake, "-H", h1, "true"}), 60s);
+    auto r = run(hvrun_on(lab, home, {"--agent-path", fake, "-H", h1, "hostname"}), 60s);
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 0);
+    CHECK(count_of(r.out, "<stdout>:" + h1 + "\n") == 1);
+    CHECK_THAT(r.err, Catch::Contains(h1 + ": " + fake + " has SHA-256 ") &&
+                          Catch::Contains("(this hvrun's agent); running ~/.cache/hvrun/agent-"));
+  }
+  {
+    INFO("an agent of another version (beside hvrun, the local agent) is refused with both versions named");
+    const std::string fake = (fs::path(hvrun_bin()).parent_path().parent_path() / "tests" / "hvrun_fake_agent").string();
+    const fs::path dir = fs::temp_directory_path() / ("hvrun-fake-" + std::to_string(::getpid()));
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    fs::copy_file(hvrun_bin(), dir / "hvrun");
+    fs::copy_file(fake, dir / "hvrun-agent");
+    auto r = run(hvrun_on(lab, home, {"-H", "localhost", "true"}, 0, (dir / "hvrun").string()), 60s);
     INFO(r.out << r.err);
     CHECK(r.exit_code == 1);
-    CHECK_THAT(r.err, Catch::Contains(h1) && Catch::Contains("version 0.0.0-fake") && Catch::Contains("hvrun is 0.1.0"));
+    CHECK_THAT(r.err, Catch::Contains("version 0.0.0-fake") && Catch::Contains("hvrun is 0.1.0"));
+    fs::remove_all(dir);
   }
   {
     INFO("a changed host key is refused, naming the host and what to remove");

@@ -4,6 +4,7 @@
 // Needs root; without it the case says why it skips.
 #include <catch2/catch.hpp>
 #include <dirent.h>
+#include <pwd.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -57,23 +58,29 @@ TEST_CASE("the job secret stays on the channel: not in argv, environments, outpu
   TempHome home;
   const std::string h1 = lab.host(1);
   const std::string marker = unique_marker();
-  // The remote agent runs behind a tee that records what the launcher sends it: the test's only way to
-  // learn the secret. The record lies outside every place searched below.
+  // The remote agent's stdin passes through a tee that records what the launcher sends it: the test's
+  // only way to learn the secret (hvrun runs no agent but its own, so the spy cannot be an agent). Host
+  // 1's sshd runs this shell in place of root's login shell (lab.sh bind), and it runs hvrun's start
+  // script as that shell would. The record lies outside every place searched below.
   const fs::path spy_dir = fs::temp_directory_path() / ("hvrun-spy-" + std::to_string(::getpid()));
   fs::remove_all(spy_dir);
   fs::create_directories(spy_dir);
-  const fs::path channel = spy_dir / "channel", wrapper = spy_dir / "agent.sh";
+  const fs::path channel = spy_dir / "channel", spy_shell = spy_dir / "shell";
+  const passwd* root = ::getpwuid(0);
+  REQUIRE(root != nullptr);
+  const std::string login_shell = root->pw_shell;
+  REQUIRE(fs::canonical(login_shell) != fs::canonical("/bin/dash"));
   {
-    std::ofstream w(wrapper);
-    w << "#!/bin/sh\ntee " << channel.string() << " | " << (fs::path(hvrun_bin()).parent_path() / "hvrun-agent").string()
-      << "\n";
+    std::ofstream w(spy_shell);
+    w << "#!/bin/dash\ntee " << channel.string() << " | /bin/dash \"$@\"\n";
   }
-  fs::permissions(wrapper, fs::perms::owner_all);
+  fs::permissions(spy_shell, fs::perms::owner_all);
+  REQUIRE(lab.control({"bind", "1", spy_shell.string(), login_shell}) == 0);
   const fs::path out_dir = home.dir / "out";
   const fs::path trigger = home.dir / "done";
 
   ChildProcess p(hvrun_on(lab, home,
-                          {"--hvrun-log-level", "trace", "--agent-path", wrapper.string(), "--output-filename",
+                          {"--hvrun-log-level", "trace", "--output-filename",
                            out_dir.string(), "-H", "localhost," + h1 + ":2", "-x", marker, "sh", "-c",
                            "echo ready; env; while [ ! -e " + trigger.string() + " ]; do sleep 0.1; done"}));
   REQUIRE(p.wait_for_stdout("<stdout>:ready", 3, 60s));

@@ -210,7 +210,7 @@ void define_options(CLI::App& app, CliBindings& b) {
       ->type_name("PATH")
       ->group(g::kSsh);
   b.rsh_opt = app.add_option("--rsh-agent", o.rsh_agent,
-                             "Start remote agents as `CMD HOST AGENT`, e.g. 'docker exec -i'")
+                             "Start remote agents as `CMD HOST /bin/sh`, e.g. 'docker exec -i'")
                   ->type_name("CMD")
                   ->group(g::kSsh);
   app.add_option("--launcher", b.launcher,

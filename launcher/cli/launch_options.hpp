@@ -36,7 +36,7 @@ struct LaunchOptions {
   // docs/DESIGN.md section 2.1). Open MPI's rsh launcher: 128.
   int connect_concurrency = 64;
   std::string agent_path;            // --agent-path: hvrun-agent's path on every remote host
-  std::string rsh_agent;             // --rsh-agent CMD: start remote agents as `CMD HOST AGENT`, not over SSH
+  std::string rsh_agent;             // --rsh-agent CMD: start remote agents as `CMD HOST /bin/sh`, not over SSH
   AgentLauncher launcher = AgentLauncher::kSsh;  // --launcher, with auto decided (launcher_choice.hpp)
   // --network-interface: one value per occurrence, as typed (comma lists unsplit: a leading '^' or '='
   // marks a whole list); syntax checked by NicFilter::parse, which turns them into the filter.

@@ -12,7 +12,7 @@ namespace hvrun {
 
 enum class AgentLauncher {
   kSsh,    // hvrun's own SSH sessions (libssh)
-  kRsh,    // --rsh-agent CMD: `CMD HOST AGENT`
+  kRsh,    // --rsh-agent CMD: `CMD HOST /bin/sh`, the agent check script on its stdin
   kSlurm,  // srun, one step per node of the allocation hvrun runs in
 };
 

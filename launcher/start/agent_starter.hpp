@@ -1,7 +1,8 @@
 #pragma once
 // How the agent of a host other than this machine is started: over hvrun's own SSH session (the
-// default), or by a local command: `--rsh-agent CMD` runs `CMD HOST AGENT` (README: "Any remote shell"
+// default), or by a local command: `--rsh-agent CMD` runs `CMD HOST /bin/sh` (README: "Any remote shell"
 // states the contract such a command keeps), and inside a Slurm allocation srun runs one step per node.
+// Every way runs the agent check script (agent_check.hpp): an agent runs only if it is this hvrun's.
 #include <functional>
 #include <memory>
 #include <string>

@@ -17,6 +17,7 @@
 #include "common/log.hpp"
 #include "launcher/base/io_thread.hpp"
 #include "launcher/base/open_files_limit.hpp"
+#include "launcher/start/agent_check.hpp"
 
 namespace hvrun {
 
@@ -73,20 +74,38 @@ std::unique_ptr<CommandAgent> CommandAgent::start(const CommandAgentOptions& o) 
   agent->channel_ = std::move(ours);
   agent->keep_stderr(agent->child_.take_stream(2));
 
-  // The agent's hello is its first bytes; peek, so the job's channel reads them itself.
-  pollfd p{agent->channel_.get(), POLLIN, 0};
-  const int n = retry_eintr([&] { return ::poll(&p, 1, static_cast<int>(o.start_timeout.count())); });
-  if (n < 0) throw_errno("poll", "waiting for the agent on " + o.host);
-  if (n == 0)
+  // The shell reads the script and nothing else: hvrun sends nothing more until the agent's hello. The
+  // script fits a socket buffer; a command that already ended shows up below as the end of the channel.
+  if (!o.stdin_script.empty()) {
+    const ssize_t sent = retry_eintr(
+        [&] { return ::send(agent->channel_.get(), o.stdin_script.data(), o.stdin_script.size(), MSG_NOSIGNAL); });
+    if (sent < 0 && errno != EPIPE && errno != ECONNRESET) throw_errno("send", "check script for " + o.host);
+  }
+
+  const AgentCheckReport report = read_agent_check(agent->channel_.get(), o.start_timeout, o.host);
+  if (report.end == AgentCheckReport::End::kTimeout)
     throw TimeoutError(o.host + ": the agent started by " + o.label + " said nothing within " +
                        seconds_text(o.start_timeout) + "; raise --start-timeout if the host is only slow, or " +
                        o.fix);
-  char c;
-  if (retry_eintr([&] { return ::recv(agent->channel_.get(), &c, 1, MSG_PEEK); }) > 0) return agent;
+  const std::string differs = findings_text(report.findings, o.digest);
+  if (report.end == AgentCheckReport::End::kHello) {
+    if (!differs.empty())
+      log_of(LogSubsys::kStart)
+          .warn("{}: {}; running {} instead, which passed the same check; install this hvrun's build there or "
+                "remove it to silence this",
+                o.host, differs, report.ran());
+    return agent;
+  }
 
   agent->channel_.reset();
   const std::optional<ExitStatus> ended = agent->child_.wait_for(kExitWait);
   agent->wait_stderr_end(kStderrEndWait);
+  if (report.none()) {
+    if (differs.empty()) throw Error(o.host + ": " + o.missing + " (" + o.label + "); " + o.fix);
+    throw Error(o.host + ": refusing to run hvrun-agent there: " + differs + "; " + o.label +
+                " cannot copy hvrun's own agent to the host as hvrun's SSH does: install this hvrun's build there "
+                "(the same hvrun-agent file), or give --agent-path a path where it is");
+  }
   const std::string said = last_line(agent->stderr_tail());
   throw Error(o.host + ": " + o.label + (ended ? " " + exit_text(*ended) : std::string(" closed its output")) +
               " before hvrun-agent said hello" + (said.empty() ? std::string() : " (it wrote: " + said + ")") +

@@ -1,6 +1,6 @@
 #pragma once
 // The agent of a host reached by a local command rather than by hvrun's own SSH: `--rsh-agent CMD`
-// (`CMD HOST AGENT`, as mpirun's plm_rsh_agent) and srun inside a Slurm allocation. The command runs
+// (`CMD HOST /bin/sh`, as mpirun's plm_rsh_agent) and srun inside a Slurm allocation. The command runs
 // here with the control channel on its stdin and stdout; it must pass both through untouched to the
 // agent it starts on HOST, and end when the agent ends. The job's secret is sent on that channel,
 // never in the command's argv or environment.
@@ -24,12 +24,20 @@ struct CommandAgentOptions {
   std::string label;                  // how messages name the command ("--rsh-agent 'docker exec -i'")
   std::string fix;                    // what a user should check when it fails before the agent is up
   std::chrono::milliseconds start_timeout{30'000};  // until the agent has said something
+  // Written to the command's stdin before anything else: the agent check script (agent_check.hpp) that
+  // the `/bin/sh` the command runs reads; empty: none. `digest`: the SHA-256 that script expects, and
+  // `missing`: what to say when it found no agent at all ("no executable hvrun-agent at PATH").
+  std::string stdin_script;
+  std::string digest;
+  std::string missing;
 };
 
 class CommandAgent final : public HostAgent {
  public:
-  // Starts the command and waits until the agent has written its first bytes; blocks (run it on a
-  // thread of its own). The command runs in its own process group (Ctrl-C reaches only hvrun); if
+  // Starts the command, writes the check script, and waits until the agent has written its first bytes
+  // (the script's report before them is read and logged); blocks (run it on a thread of its own). When
+  // the script found no agent that passed its check, throws Error naming the host, each path and what
+  // differs. The command runs in its own process group (Ctrl-C reaches only hvrun); if
   // hvrun dies, its stdin ends. Throws Error or TimeoutError, one line starting with the host.
   static std::unique_ptr<CommandAgent> start(const CommandAgentOptions& options);
   // Waits a moment for the command to end (it does once the channel is closed), then stops its
