@@ -24,7 +24,8 @@ class NeighbourUser {
   const std::string& name() const { return name_; }
   uid_t uid() const { return uid_; }
   gid_t gid() const { return gid_; }
-  // Runs argv as this user (setpriv: its uid, gid and no supplementary groups), to completion.
+  // Runs argv as this user (setpriv: its uid, gid and no supplementary groups; argv[0] is looked up on
+  // PATH), to completion.
   ChildResult run(const std::vector<std::string>& argv,
                   std::chrono::milliseconds timeout = std::chrono::seconds(30)) const;
   // Makes `path` (and, with `recursive`, what is below it) this user's.
