@@ -136,8 +136,10 @@ UniqueFd CheckedDirectory::create_file(const std::string& name, mode_t mode, boo
   struct stat st{};
   if (!fd) {
     const int error = errno;
-    if (::fstatat(fd_.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode))
-      refuse(path + " is a symbolic link: hvrun writes no file through a link; remove it");
+    if (::fstatat(fd_.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
+      if (S_ISLNK(st.st_mode)) refuse(path + " is a symbolic link: hvrun writes no file through a link; remove it");
+      if (!S_ISREG(st.st_mode)) refuse(path + " exists and is not a regular file; remove it");
+    }
     refuse("cannot create '" + path + "': " + std::strerror(error));
   }
   if (::fstat(fd.get(), &st) != 0) throw_errno("fstat", path);

@@ -103,7 +103,29 @@ TEST_CASE("checked directory: whose and which modes pass, and the words of each 
         "name the directory it points to yourself");
 }
 
-TEST_CASE("--output-filename: a directory others can write in, links below it, a file not its own: refused, named",
+TEST_CASE("checked directory: a file where a directory goes, a directory where a file goes, '..' below it") {
+  TempDir tmp;
+  write_text(tmp.path() / "plain", "x");
+  CHECK_THROWS_WITH(CheckedDirectory::open((tmp.path() / "plain").string(), 0750, "--flag"),
+                    "--flag: " + (tmp.path() / "plain").string() +
+                        " exists and is not a directory; remove it or use another directory");
+  const CheckedDirectory dir = CheckedDirectory::open(tmp.path().string(), 0750, "--flag");
+  CHECK_THROWS_WITH(dir.below("plain/x", 0750), "--flag: " + (tmp.path() / "plain").string() +
+                                                    " exists and is not a directory; remove it or use another directory");
+  CHECK_THROWS_WITH(dir.below("a/../b", 0750),
+                    "--flag: 'a/../b' below " + tmp.path().string() + " has a '..' component");
+  fs::create_directories(tmp.path() / "sub");
+  CHECK_THROWS_WITH(dir.create_file("sub", 0640, false),
+                    "--flag: " + (tmp.path() / "sub").string() + " exists and is not a regular file; remove it");
+  CHECK_THROWS_WITH(CheckedDirectory::open((tmp.path() / "none" / "deeper").string(), 0750, "--flag"),
+                    "--flag: cannot create directory '" + (tmp.path() / "none" / "deeper").string() +
+                        "': No such file or directory");
+  CHECK(dir.below("made/below", 0750).create_file("f", 0640, true));
+  CHECK_THROWS_WITH(dir.below("made/below", 0750).create_file("f", 0640, true),
+                    "--flag: cannot create '" + (tmp.path() / "made/below/f").string() + "': File exists");
+}
+
+TEST_CASE("output files (--output-filename): a directory others can write in, links below it, a file not its own: refused, named",
           "[output]") {
   TempDir tmp;
   const fs::path dir = tmp.path() / "out";
@@ -192,7 +214,7 @@ TEST_CASE("--output-filename: a directory others can write in, links below it, a
   }
 }
 
-TEST_CASE("--log-dir: a base others own or can write in is refused; a link in the run's directory is not followed",
+TEST_CASE("torchrun logs (--log-dir): a base others own or can write in is refused; a link in the run's directory is not followed",
           "[output][torchrun]") {
   TempDir tmp;
   const fs::path base = tmp.path() / "logs";
@@ -297,7 +319,7 @@ TEST_CASE("sync check: a link, or a file where others could change it, is never 
   CHECK(files_to_sync({{(work / "a").string(), "4", sha}}) == std::vector<int>{0});
 }
 
-TEST_CASE("--report: a link where the page goes is refused, its target untouched; a file of the user's is replaced",
+TEST_CASE("check report (--report): a link where the page goes is refused, its target untouched; a file of the user's is replaced",
           "[check]") {
   TempDir tmp;
   Outside outside(tmp.path() / "outside");
