@@ -176,6 +176,12 @@ TEST_CASE("sync on a shared host: a target another user made is refused, host an
     fs::remove(theirs / "lib");
   }
   {
+    INFO("a directory where train.py goes: refused, named");
+    fs::create_directories(theirs / "train.py");
+    failed_with((work / "train.py").string() + " exists and is not a regular file; remove it");
+    fs::remove_all(theirs / "train.py");
+  }
+  {
     INFO("with nothing in the way, the same job syncs and runs");
     auto r = run(hvrun_on(lab, home, job), 60s);
     INFO(r.out << r.err);

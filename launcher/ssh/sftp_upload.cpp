@@ -208,7 +208,7 @@ class Upload {
     if (auto there = lstat(remote_)) {
       if (there->type == SSH_FILEXFER_TYPE_SYMLINK)
         throw refuse(remote_ + " is a symbolic link: hvrun writes no file through a link; remove it");
-      if (there->type != SSH_FILEXFER_TYPE_REGULAR) throw refuse(remote_ + " exists and is not a regular file");
+      if (there->type != SSH_FILEXFER_TYPE_REGULAR) throw refuse(remote_ + " exists and is not a regular file; remove it");
     }
     if (sftp_rename(sftp_.get(), temporary.c_str(), remote_.c_str()) != 0) {
       if (!lstat(remote_)) throw fail("sftp_rename " + temporary + " " + remote_);
