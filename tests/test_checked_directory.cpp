@@ -21,6 +21,7 @@
 #include "launcher/nic/nic_cache.hpp"
 #include "launcher/output/output_mux.hpp"
 #include "tests/sshd_fixture.hpp"
+#include "tests/support/child_process.hpp"
 #include "tests/support/neighbour_user.hpp"
 
 using hvrun::CheckedDirectory;
@@ -291,6 +292,21 @@ TEST_CASE("crash handler: a TMPDIR another user owns, or others can write in uns
   user->give(dir.string());
   CHECK(hvrun::RankTools::tmpdir_refusal() == "TMPDIR=" + owned_by(dir.string(), *user));
   CHECK(hvrun::RankTools::base_directory() == fallback);
+}
+
+TEST_CASE("crash handler: the agent names the TMPDIR it did not use; the ranks keep theirs", "[integration]") {
+  TempDir tmp;
+  const fs::path dir = tmp.path() / "open";
+  fs::create_directories(dir);
+  ::chmod(dir.c_str(), 0777);
+  const auto r = hvrun::test::run({hvrun::test::hvrun_bin(), "-np", "1", "-H", "localhost:1", "sh", "-c", "echo T=$TMPDIR"},
+                                  std::chrono::seconds(60), {"TMPDIR=" + dir.string()});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.err, Catch::Contains(": TMPDIR=" + writable(dir.string(), "0777") + "; hvrun's crash handler goes to ") &&
+                        Catch::Contains(" instead (the ranks' TMPDIR is unchanged)"));
+  CHECK_THAT(r.out, Catch::Contains("<stdout>:T=" + dir.string()));
+  CHECK(fs::is_empty(dir));
 }
 
 TEST_CASE("sync check: a link, or a file where others could change it, is never the same file", "[sync]") {
