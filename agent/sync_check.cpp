@@ -37,7 +37,8 @@ std::uint64_t size_of(const SyncFile& f) {
 bool trusted_directory(const std::string& dir) {
   struct stat st{};
   if (::lstat(dir.c_str(), &st) != 0) return false;
-  if (S_ISLNK(st.st_mode) && (!link_refusal(dir, st.st_uid, ::geteuid(), false).empty() || ::stat(dir.c_str(), &st) != 0))
+  if (S_ISLNK(st.st_mode) &&
+      (!link_refusal(dir, st.st_uid, ::geteuid(), false).empty() || ::stat(dir.c_str(), &st) != 0))
     return false;
   return S_ISDIR(st.st_mode) && directory_refusal(dir, st.st_uid, st.st_mode, ::geteuid(), false).empty();
 }

@@ -47,8 +47,9 @@ std::string random_word() {
 
 std::string directory_refusal(const std::string& path, uid_t owner, mode_t mode, uid_t user, bool names) {
   if (owner != user && owner != 0) {
-    return path + " is owned by " + owner_text(owner, names) + ", not by you or root: hvrun writes only in directories that are yours; use another directory, or have its owner "
-           "remove it and let hvrun make it";
+    return path + " is owned by " + owner_text(owner, names) +
+           ", not by you or root: hvrun writes only in directories that are yours; use another directory, or have "
+           "its owner remove it and let hvrun make it";
   }
   if ((mode & (S_IWGRP | S_IWOTH)) != 0 && !(owner == 0 && (mode & S_ISVTX) != 0)) {
     return path + " has mode " + mode_text(mode) + ", writable by others than its owner: hvrun writes only in "

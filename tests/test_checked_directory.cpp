@@ -126,7 +126,8 @@ TEST_CASE("checked directory: a file where a directory goes, a directory where a
                     "--flag: cannot create '" + (tmp.path() / "made/below/f").string() + "': File exists");
 }
 
-TEST_CASE("output files (--output-filename): a directory others can write in, links below it, a file not its own: refused, named",
+TEST_CASE("output files (--output-filename): a directory others can write in, links below it, a file not its own: "
+          "refused, named",
           "[output]") {
   TempDir tmp;
   const fs::path dir = tmp.path() / "out";
@@ -215,7 +216,8 @@ TEST_CASE("output files (--output-filename): a directory others can write in, li
   }
 }
 
-TEST_CASE("torchrun logs (--log-dir): a base others own or can write in is refused; a link in the run's directory is not followed",
+TEST_CASE("torchrun logs (--log-dir): a base others own or can write in is refused, and a link in the run's "
+          "directory is not followed",
           "[output][torchrun]") {
   TempDir tmp;
   const fs::path base = tmp.path() / "logs";
@@ -294,7 +296,7 @@ TEST_CASE("crash handler: a TMPDIR another user owns, or others can write in uns
   CHECK(hvrun::RankTools::base_directory() == fallback);
 }
 
-TEST_CASE("crash handler: the agent names the TMPDIR it did not use; the ranks keep theirs", "[integration]") {
+TEST_CASE("crash handler: the agent names the TMPDIR it did not use, and the ranks keep theirs", "[integration]") {
   TempDir tmp;
   const fs::path dir = tmp.path() / "open";
   fs::create_directories(dir);
@@ -335,7 +337,8 @@ TEST_CASE("sync check: a link, or a file where others could change it, is never 
   CHECK(files_to_sync({{(work / "a").string(), "4", sha}}) == std::vector<int>{0});
 }
 
-TEST_CASE("check report (--report): a link where the page goes is refused, its target untouched; a file of the user's is replaced",
+TEST_CASE("check report (--report): a link where the page goes is refused, its target untouched, and a file of "
+          "the user's is replaced",
           "[check]") {
   TempDir tmp;
   Outside outside(tmp.path() / "outside");

@@ -123,7 +123,7 @@ TEST_CASE("sync across lab hosts: only what differs is sent, bytes counted, --ch
   }
 }
 
-TEST_CASE("sync on a shared host: a target another user made is refused, host and path named; a link planted "
+TEST_CASE("sync on a shared host: a target another user made is refused, host and path named, and a link planted "
           "where a file or a directory goes is not followed",
           "[lab][sync][faults]") {
   HVRUN_SKIP_WITHOUT_LAB();
