@@ -224,6 +224,9 @@ struct Agent::Impl {
     // A Horovod elastic job's later launches add ranks beside those running: their tools stay.
     if (!stacks || !elastic) {
       try {
+        if (const std::string why = RankTools::tmpdir_refusal(); !why.empty())
+          spdlog::warn("on {}: {}; hvrun's crash handler goes to {} instead (the ranks' TMPDIR is unchanged)",
+                       local_hostname(), why, RankTools::base_directory());
         tools = std::make_unique<RankTools>();
       } catch (const Error& e) {
         spdlog::warn("on {}: {}; the ranks run without hvrun's crash handler (no native stacks, no hang autopsy)",

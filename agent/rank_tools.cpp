@@ -13,6 +13,7 @@
 #include <string_view>
 #include <system_error>
 
+#include "common/checked_directory.hpp"
 #include "common/crash_report.hpp"
 #include "common/error.hpp"
 #include "common/unique_fd.hpp"
@@ -51,7 +52,7 @@ void sweep_orphans(const std::string& tmp) {
 
 // Whether `dir` is a RAM file system where this user may create a directory whose library the ranks can
 // map executable: a tmpfs, writable, not mounted noexec (Docker mounts its /dev/shm so), a directory
-// that is sticky or this user's own, as /tmp is.
+// that passes tmpdir_refusal, as /tmp does.
 bool usable_tmpfs(const char* dir) {
   struct statfs fs {};
   struct statvfs vfs {};
@@ -59,15 +60,25 @@ bool usable_tmpfs(const char* dir) {
   if (::statfs(dir, &fs) != 0 || fs.f_type != TMPFS_MAGIC) return false;
   if (::statvfs(dir, &vfs) != 0 || (vfs.f_flag & (ST_NOEXEC | ST_RDONLY)) != 0) return false;
   if (::lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) return false;
-  if ((st.st_mode & S_ISVTX) == 0 && st.st_uid != ::geteuid()) return false;
+  if (!directory_refusal(dir, st.st_uid, st.st_mode, ::geteuid(), false).empty()) return false;
   return ::access(dir, W_OK | X_OK) == 0;
 }
 
 }  // namespace
 
+std::string RankTools::tmpdir_refusal() {
+  const char* tmp_env = std::getenv("TMPDIR");
+  if (tmp_env == nullptr || tmp_env[0] == '\0') return {};
+  struct stat st{};
+  if (::stat(tmp_env, &st) != 0) return {};  // mkdtemp's failure names it
+  if (!S_ISDIR(st.st_mode)) return {};
+  const std::string why = directory_refusal(tmp_env, st.st_uid, st.st_mode, ::geteuid(), true);
+  return why.empty() ? why : "TMPDIR=" + why;
+}
+
 std::string RankTools::base_directory() {
   const char* tmp_env = std::getenv("TMPDIR");
-  if (tmp_env != nullptr && tmp_env[0] != '\0') return tmp_env;
+  if (tmp_env != nullptr && tmp_env[0] != '\0' && tmpdir_refusal().empty()) return tmp_env;
   // Every launch makes four inodes here and removes them: on /dev/shm that costs a fifth of the CPU
   // it costs on an ext4 /tmp, on every host (docs/BENCHMARKS.md, "Launch against the SSH floor").
   return usable_tmpfs("/dev/shm") ? "/dev/shm" : "/tmp";

@@ -21,9 +21,14 @@ class RankTools {
   RankTools(const RankTools&) = delete;
   RankTools& operator=(const RankTools&) = delete;
 
-  // Where the directory is made: $TMPDIR when set; else /dev/shm when it is a tmpfs this user can write
-  // and the ranks can map a library from (not noexec); else /tmp. Orphans are swept there only.
+  // Where the directory is made: $TMPDIR when set and tmpdir_refusal() has nothing to say; else
+  // /dev/shm when it is a tmpfs this user can write, that passes the same check, and the ranks can map
+  // a library from (not noexec); else /tmp. Orphans are swept there only.
   static std::string base_directory();
+  // Why $TMPDIR is not used ("" when it is, or unset): the library every rank preloads is made there, so
+  // a TMPDIR another user owns or can write in (common/checked_directory.hpp's rule) could swap it; the
+  // directory is hvrun's own, so it goes to the default place instead, and the agent warns.
+  static std::string tmpdir_refusal();
 
   const std::string& library() const { return library_; }
   const std::string& stack_dir() const { return stack_dir_; }

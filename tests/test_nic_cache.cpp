@@ -14,6 +14,7 @@
 #include "common/invariant.hpp"
 #include "launcher/nic/nic_cache.hpp"
 #include "launcher/nic/probe_round.hpp"
+#include "tests/support/neighbour_user.hpp"
 #include "tests/support/nic_lab.hpp"
 
 using hvrun::CachedSelection;
@@ -163,6 +164,51 @@ TEST_CASE("probe cache: a place it cannot write costs a warning, not the launch"
   CHECK_NOTHROW(cache.store(key, selections_of(2), kNoon));
   CHECK_FALSE(cache.load(key, 2, kNoon));
   CHECK_NOTHROW(cache.forget(key));
+}
+
+TEST_CASE("probe cache: a directory others own or can write in is not used; an entry others could write is a miss",
+          "[nic_cache]") {
+  // An entry chooses the NICs ranks talk over: one someone else could have written is never read.
+  TempDir tmp;
+  const fs::path dir = tmp.dir / "nics";
+  const NicCache cache(dir.string());
+  const auto hosts = lab_hosts(2);
+  const std::string key = NicCache::key(hosts, stacks_of(2), {}, 4, false);
+  const fs::path entry = dir / (key + ".json");
+  cache.store(key, selections_of(2), kNoon);
+  REQUIRE(cache.load(key, 2, kNoon));
+  CHECK(cache.refusal().empty());
+  CHECK((fs::status(dir).permissions() & (fs::perms::group_all | fs::perms::others_all)) == fs::perms::none);
+  CHECK((fs::status(entry).permissions() & (fs::perms::group_all | fs::perms::others_all)) == fs::perms::none);
+
+  fs::permissions(entry, fs::perms::group_write, fs::perm_options::add);
+  CHECK_FALSE(cache.load(key, 2, kNoon));  // a miss; the next store replaces it
+  cache.store(key, selections_of(2), kNoon);
+  CHECK(cache.load(key, 2, kNoon));
+
+  ::chmod(dir.c_str(), 0777);
+  CHECK_FALSE(cache.load(key, 2, kNoon));
+  CHECK(cache.refusal() == "probe cache: " + dir.string() + " has mode 0777, writable by others than its owner: hvrun "
+                           "writes only in directories no one else can write in; run chmod go-w " + dir.string() +
+                           ", or use another directory");
+  fs::remove(entry);
+  cache.store(key, selections_of(2), kNoon);
+  CHECK_FALSE(fs::exists(entry));  // not written there either
+  ::chmod(dir.c_str(), 0700);
+
+  if (::geteuid() != 0) {
+    WARN("skipped: the case of another user's cache directory needs root (a second Unix user)");
+    return;
+  }
+  const char* prefix = std::getenv("HVRUN_TEST_LAB_PREFIX");
+  hvrun::test::NeighbourUser user(std::string(prefix != nullptr && *prefix != '\0' ? prefix : "hv") + "-files");
+  cache.store(key, selections_of(2), kNoon);
+  REQUIRE(cache.load(key, 2, kNoon));
+  user.give(dir.string(), /*recursive=*/true);
+  CHECK_FALSE(cache.load(key, 2, kNoon));
+  CHECK(cache.refusal() == "probe cache: " + dir.string() + " is owned by " + user.name() + " (uid " +
+                           std::to_string(user.uid()) + "), not by you or root: hvrun writes only in directories "
+                           "that are yours; use another directory, or have its owner remove it and let hvrun make it");
 }
 
 TEST_CASE("probe cache: it lives under XDG_CACHE_HOME, else HOME/.cache, else nowhere", "[nic_cache]") {

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 
 #include "launcher/base/host_names.hpp"
@@ -15,6 +16,7 @@
 #include "tests/support/child_process.hpp"
 #include "tests/support/lab.hpp"
 #include "tests/support/lab_hvrun.hpp"
+#include "tests/support/neighbour_user.hpp"
 
 using namespace hvrun::test;
 using namespace std::chrono_literals;
@@ -118,5 +120,74 @@ TEST_CASE("sync across lab hosts: only what differs is sent, bytes counted, --ch
     INFO(r.out << r.err);
     CHECK(r.exit_code == 0);
     CHECK_THAT(r.err, Catch::Contains("hvrun: --sync: no files under " + none.string() + "; nothing to send\n"));
+  }
+}
+
+TEST_CASE("sync on a shared host: a target another user made is refused, host and path named, and a link planted "
+          "where a file or a directory goes is not followed",
+          "[lab][sync][faults]") {
+  HVRUN_SKIP_WITHOUT_LAB();
+  Lab lab(2);
+  TempHome home;
+  SharedDir shared("syncsafe");
+  NeighbourUser user(std::string(std::getenv("HVRUN_TEST_LAB_PREFIX") != nullptr ? std::getenv("HVRUN_TEST_LAB_PREFIX")
+                                                                                 : "hv") + "-sync");
+  const std::string h1 = lab.host(1), uid = "uid " + std::to_string(user.uid());
+  const fs::path work = shared.dir / "work", theirs = shared.dir / "theirs", outside = shared.dir / "outside",
+                 outside_dir = shared.dir / "outside-dir";
+  write_text(work / "train.py", "print('ran')\n");
+  write_text(work / "lib/util.py", "N = 1\n");
+  write_text(outside, "precious\n");
+  fs::create_directories(theirs);
+  fs::create_directories(outside_dir);
+  REQUIRE(lab.control({"bind", "1", theirs.string(), work.string()}) == 0);  // host 1 sees `theirs` at `work`
+  const std::vector<std::string> job{"-H", lab.host(0) + "," + h1, "--sync", work.string(), "/usr/bin/python3",
+                                     (work / "train.py").string()};
+  const auto failed_with = [&](const std::string& why) {
+    auto r = run(hvrun_on(lab, home, job), 60s);
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.err, Catch::Contains("hvrun: --sync: " + h1 + ": upload of ") && Catch::Contains(" failed (" + why + ")"));
+    CHECK(count_of(r.out, "ran") == 0);
+  };
+  {
+    INFO("the target directory made by the neighbour: refused, host and path named, nothing written in it");
+    user.give(theirs.string());
+    failed_with(work.string() + " is owned by " + uid + ", not by you or root: hvrun writes only in directories that "
+                "are yours; use another directory, or have its owner remove it and let hvrun make it");
+    CHECK(fs::is_empty(theirs));
+    REQUIRE(::chown(theirs.c_str(), 0, 0) == 0);
+  }
+  {
+    INFO("a link where train.py goes: refused, its target untouched");
+    fs::create_symlink(outside, theirs / "train.py");
+    failed_with((work / "train.py").string() + " is a symbolic link: hvrun writes no file through a link; remove it");
+    CHECK(read_text(outside) == "precious\n");
+    fs::remove(theirs / "train.py");
+  }
+  {
+    INFO("a link of the neighbour's where lib/ goes: refused, nothing written where it points");
+    fs::remove_all(theirs / "lib");
+    fs::create_symlink(outside_dir, theirs / "lib");
+    REQUIRE(::lchown((theirs / "lib").c_str(), user.uid(), user.gid()) == 0);
+    failed_with((work / "lib").string() + " is a symbolic link owned by " + uid + ": hvrun follows only links that "
+                "are yours or root's; remove it, or name the directory it points to yourself");
+    CHECK(fs::is_empty(outside_dir));
+    fs::remove(theirs / "lib");
+  }
+  {
+    INFO("a directory where train.py goes: refused, named");
+    fs::create_directories(theirs / "train.py");
+    failed_with((work / "train.py").string() + " exists and is not a regular file; remove it");
+    fs::remove_all(theirs / "train.py");
+  }
+  {
+    INFO("with nothing in the way, the same job syncs and runs");
+    auto r = run(hvrun_on(lab, home, job), 60s);
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 0);
+    CHECK(count_of(r.out, "<stdout>:ran") == 2);
+    CHECK(read_text(theirs / "lib/util.py") == "N = 1\n");
+    CHECK(read_text(outside) == "precious\n");
   }
 }

@@ -6,6 +6,7 @@
 
 #include <openssl/evp.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -14,9 +15,9 @@
 #include <spdlog/spdlog.h>
 #include <system_error>
 
+#include "common/checked_directory.hpp"
 #include "common/control_message.hpp"
 #include "common/error.hpp"
-#include "common/file_digest.hpp"
 #include "common/job_secret.hpp"
 #include "common/unique_fd.hpp"
 #include "common/write_fully.hpp"
@@ -79,9 +80,40 @@ std::string NicCache::key(const std::vector<HostInventory>& inventories, const s
 
 std::string NicCache::path_of(const std::string& key) const { return dir_ + "/" + key + ".json"; }
 
+std::optional<CheckedDirectory> NicCache::directory(bool create) const {
+  refusal_.clear();
+  struct stat st{};
+  if (!create && ::lstat(dir_.c_str(), &st) != 0) return std::nullopt;  // nothing stored yet
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(dir_).parent_path(), ec);
+  if (ec) {
+    spdlog::warn("probe cache: cannot create {}: {}; the next launch probes again", dir_, ec.message());
+    return std::nullopt;
+  }
+  try {
+    CheckedDirectory dir = CheckedDirectory::open(dir_, 0700, "probe cache");
+    if (::fchmod(dir.fd(), 0700) != 0) throw_errno("fchmod", dir_);
+    return std::optional<CheckedDirectory>(std::move(dir));
+  } catch (const Error& e) {
+    refusal_ = e.what();
+    spdlog::warn("{}; the probe cache is not used, and each launch probes again", refusal_);
+    return std::nullopt;
+  }
+}
+
 std::optional<NicCache::Entry> NicCache::load(const std::string& key, std::size_t members, Clock::time_point now) const {
-  const std::string text = read_file_head(path_of(key), kMaxEntryBytes);
-  if (text.empty()) return std::nullopt;
+  const auto dir = directory(false);
+  if (!dir) return std::nullopt;
+  // An entry is read only when it is this user's and no one else could have written it.
+  UniqueFd fd(::openat(dir->fd(), (key + ".json").c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  struct stat st{};
+  if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid() ||
+      (st.st_mode & (S_IWGRP | S_IWOTH)) != 0)
+    return std::nullopt;
+  std::string text(std::min<std::size_t>(static_cast<std::size_t>(st.st_size), kMaxEntryBytes), '\0');
+  const ssize_t n = retry_eintr([&] { return ::read(fd.get(), text.data(), text.size()); });
+  if (n <= 0) return std::nullopt;
+  text.resize(static_cast<std::size_t>(n));
   try {
     const json j = json::parse(text);
     if (j.at("format").get<int>() != kFormat || j.at("key").get<std::string>() != key) return std::nullopt;
@@ -110,31 +142,28 @@ void NicCache::store(const std::string& key, const std::vector<CachedSelection>&
   }
   const std::string text =
       json{{"format", kFormat}, {"key", key}, {"made", seconds_of(now)}, {"hosts", std::move(hosts)}}.dump() + "\n";
-  std::error_code ec;
-  std::filesystem::create_directories(dir_, ec);
-  if (!ec && ::chmod(dir_.c_str(), 0700) != 0) ec = std::error_code(errno, std::generic_category());
-  if (ec) {
-    spdlog::warn("probe cache: cannot create {}: {}; the next launch probes again", dir_, ec.message());
-    return;
-  }
-  const std::string tmp = path_of(key) + ".tmp-" + std::to_string(::getpid());
-  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  const auto dir = directory(true);
+  if (!dir) return;
+  const std::string name = key + ".json", tmp = name + ".tmp-" + std::to_string(::getpid());
+  (void)::unlinkat(dir->fd(), tmp.c_str(), 0);  // a killed launcher's, of the same pid
+  UniqueFd fd(::openat(dir->fd(), tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (fd.get() < 0) {
-    spdlog::warn("probe cache: open({}): {}; the next launch probes again", tmp, std::strerror(errno));
+    spdlog::warn("probe cache: open({}/{}): {}; the next launch probes again", dir_, tmp, std::strerror(errno));
     return;
   }
   const bool written = write_fully(fd.get(), text);
   const int saved = errno;
   fd.reset();
-  if (!written || ::rename(tmp.c_str(), path_of(key).c_str()) != 0) {
-    spdlog::warn("probe cache: {} {}: {}; the next launch probes again", written ? "rename" : "write", tmp,
+  if (!written || ::renameat(dir->fd(), tmp.c_str(), dir->fd(), name.c_str()) != 0) {
+    spdlog::warn("probe cache: {} {}/{}: {}; the next launch probes again", written ? "rename" : "write", dir_, tmp,
                  std::strerror(written ? errno : saved));
-    ::unlink(tmp.c_str());
+    (void)::unlinkat(dir->fd(), tmp.c_str(), 0);
   }
 }
 
 void NicCache::forget(const std::string& key) const {
-  if (::unlink(path_of(key).c_str()) != 0 && errno != ENOENT)
+  const auto dir = directory(false);
+  if (dir && ::unlinkat(dir->fd(), (key + ".json").c_str(), 0) != 0 && errno != ENOENT)
     spdlog::warn("probe cache: unlink({}): {}; remove it, or launch with --disable-cache", path_of(key),
                  std::strerror(errno));
 }

@@ -9,7 +9,10 @@
 // drops its entry (forget): the next launch probes again.
 //
 // One file per key under dir(), mode 0600 in a 0700 directory, written whole and renamed into place: two
-// launchers writing one key leave one complete entry. Reading never throws: an unreadable, corrupt, stale
+// launchers writing one key leave one complete entry. A directory that is another user's, or that others
+// can write in, is not used at all (a warning says why: common/checked_directory.hpp's rule), and an
+// entry file that is not the user's own or that others can write is a miss: an entry chooses the NICs
+// ranks talk over, so one planted by someone else must never be read. Reading never throws: an unreadable, corrupt, stale
 // or mismatched entry is a miss. Writing and forgetting warn once on failure and go on: the cache only
 // saves time.
 #include <chrono>
@@ -18,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "common/checked_directory.hpp"
 #include "launcher/nic/nic_selector.hpp"
 
 namespace hvrun {
@@ -61,9 +65,14 @@ class NicCache {
   void forget(const std::string& key) const;
 
   const std::string& dir() const { return dir_; }
+  // Why the last load, store or forget did not use dir() ("" when it did, or when nothing is there yet).
+  const std::string& refusal() const { return refusal_; }
 
  private:
   std::string dir_;
+  mutable std::string refusal_;
+  // dir(), checked (made with `create`); nullopt when missing or refused (refusal_, warned).
+  std::optional<CheckedDirectory> directory(bool create) const;
   std::string path_of(const std::string& key) const;
 };
 

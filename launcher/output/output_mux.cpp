@@ -1,8 +1,6 @@
 #include "launcher/output/output_mux.hpp"
 
-#include <fcntl.h>
 #include <poll.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -32,26 +30,6 @@ std::string iso_timestamp() {
   return out;
 }
 
-void make_dir(const std::string& path) {
-  if (::mkdir(path.c_str(), 0750) != 0 && errno != EEXIST)
-    throw UsageError("--output-filename: cannot create directory '" + path + "': " + std::strerror(errno));
-}
-
-UniqueFd open_output(const std::string& path, const char* flag = "--output-filename", int extra_flags = 0) {
-  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | extra_flags, 0640));
-  if (!fd) throw UsageError(std::string(flag) + ": cannot create '" + path + "': " + std::strerror(errno));
-  return fd;
-}
-
-// `path`'s parent directories below `base` (which exists), made one by one.
-void make_parents(const std::string& base, const std::string& path) {
-  for (auto at = path.find('/', base.size() + 1); at != std::string::npos; at = path.find('/', at + 1)) {
-    const std::string dir = path.substr(0, at);
-    if (::mkdir(dir.c_str(), 0750) != 0 && errno != EEXIST)
-      throw UsageError("--log-dir: cannot create directory '" + dir + "': " + std::strerror(errno));
-  }
-}
-
 }  // namespace
 
 OutputMux::OutputMux(int size, OutputOptions options, std::function<void()> on_relieved, RankLogs logs)
@@ -60,7 +38,7 @@ OutputMux::OutputMux(int size, OutputOptions options, std::function<void()> on_r
       ranks_(size),
       writer_(std::move(on_relieved)) {
   if (options_.directory.empty()) return;
-  make_dir(options_.directory);
+  directory_ = CheckedDirectory::open(options_.directory, 0750, "--output-filename");
   if (options_.files_on_demand) return;
   for (int r = 0; r < size; ++r) open_files(r);
 }
@@ -68,10 +46,9 @@ OutputMux::OutputMux(int size, OutputOptions options, std::function<void()> on_r
 void OutputMux::open_files(int rank) {
   RankOutput& r = ranks_.at(rank);
   if (options_.directory.empty() || r.out_file) return;
-  const std::string dir = options_.directory + "/rank." + std::to_string(rank);
-  make_dir(dir);
-  r.out_file = open_output(dir + "/stdout");
-  r.err_file = open_output(dir + "/stderr");
+  const CheckedDirectory dir = directory_.below("rank." + std::to_string(rank), 0750);
+  r.out_file = dir.create_file("stdout", 0640, /*exclusive=*/false);  // a new run's files start empty
+  r.err_file = dir.create_file("stderr", 0640, /*exclusive=*/false);
 }
 
 void OutputMux::place(int rank, int local_rank, const std::string& host, int attempt) {
@@ -87,9 +64,11 @@ void OutputMux::place(int rank, int local_rank, const std::string& host, int att
     // Chunks for the earlier attempt's file may still wait in the writer's queue: it stays open.
     if (*files[i]) retired_.push_back(std::move(*files[i]));
     if (paths[i]->empty()) continue;
-    make_parents(logs_.run_dir(), *paths[i]);
-    // The run's directory is new (mkdtemp) and each file made once: one found there was put by someone else.
-    *files[i] = open_output(*paths[i], "--log-dir", O_EXCL | O_NOFOLLOW);
+    // The run's directory is new and each file made once: one found there was put by someone else.
+    const std::string relative = paths[i]->substr(logs_.run_dir().size() + 1);
+    const auto slash = relative.rfind('/');
+    *files[i] = logs_.run_directory().below(relative.substr(0, slash), 0750)
+                    .create_file(relative.substr(slash + 1), 0640, /*exclusive=*/true);
   }
 }
 

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/checked_directory.hpp"
 #include "common/control_message.hpp"
 #include "common/unique_fd.hpp"
 #include "launcher/output/line_splitter.hpp"
@@ -35,7 +36,10 @@ struct OutputOptions {
 class OutputMux {
  public:
   // Creates DIR/rank.N/ for every rank up front (DIR alone with files_on_demand), so a bad directory
-  // fails before anything starts (UsageError naming --output-filename and the path).
+  // fails before anything starts (UsageError naming --output-filename and the path). DIR, when hvrun
+  // did not make it, must be the user's (or root's) and writable by no one else; below it nothing is
+  // followed through a link, and a file found there is emptied only when it is the user's own
+  // (common/checked_directory.hpp).
   // `on_relieved`: see OutputWriter. `logs`: torchrun's --log-dir, --redirects, --tee and the console
   // filters, applied by place().
   OutputMux(int size, OutputOptions options, std::function<void()> on_relieved = {}, RankLogs logs = {});
@@ -79,6 +83,7 @@ class OutputMux {
   void emit(int rank, OutputStream stream, std::string_view line);
 
   OutputOptions options_;
+  CheckedDirectory directory_;  // --output-filename's, checked once, each rank's files made from it
   RankLogs logs_;
   std::vector<RankOutput> ranks_;
   std::vector<UniqueFd> retired_;  // earlier attempts' log files, open while the writer may hold their chunks

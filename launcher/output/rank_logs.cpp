@@ -1,11 +1,7 @@
 #include "launcher/output/rank_logs.hpp"
 
-#include <sys/stat.h>
-
-#include <cerrno>
 #include <charconv>
 #include <cstdlib>
-#include <cstring>
 #include <vector>
 
 #include "common/error.hpp"
@@ -93,12 +89,10 @@ RankLogs::RankLogs(RankLogOptions options, const std::string& run_id) : options_
     const char* tmp = std::getenv("TMPDIR");
     base = tmp != nullptr && *tmp != '\0' ? tmp : "/tmp";
   }
-  if (::mkdir(base.c_str(), 0750) != 0 && errno != EEXIST)
-    throw UsageError("--log-dir: cannot create directory '" + base + "': " + std::strerror(errno));
-  std::string pattern = base + "/" + path_word(run_id) + "_XXXXXX";
-  if (::mkdtemp(pattern.data()) == nullptr)
-    throw UsageError("--log-dir: cannot create a directory in '" + base + "': " + std::strerror(errno));
-  run_dir_ = pattern;
+  // The base (--log-dir, or $TMPDIR) may be shared: checked; the run's directory is new, as mkdtemp's.
+  const CheckedDirectory checked = CheckedDirectory::open(base, 0750, "--log-dir");
+  run_ = std::make_shared<const CheckedDirectory>(checked.make_unique(path_word(run_id) + "_", 0700));
+  run_dir_ = run_->path();
 }
 
 RankRoute RankLogs::route(int rank, int local_rank, const std::string& host, int attempt) const {

@@ -9,10 +9,13 @@
 // lines the console shows; the files and the failure reports keep every line. With files asked for and
 // no --log-dir, the files go under a new directory in $TMPDIR, as torchrun's.
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
 #include <string_view>
+
+#include "common/checked_directory.hpp"
 
 namespace hvrun {
 
@@ -53,14 +56,17 @@ struct RankRoute {
 class RankLogs {
  public:
   RankLogs() = default;  // no files, every rank on the console as "[RANK]"
-  // Makes the run's directory when files are asked for (UsageError naming --log-dir and strerror).
+  // Makes the run's directory when files are asked for (UsageError naming --log-dir and strerror, or
+  // the base directory when it is another user's or others can write in it: common/checked_directory.hpp).
   RankLogs(RankLogOptions options, const std::string& run_id);
   const std::string& run_dir() const { return run_dir_; }  // "" without files
+  const CheckedDirectory& run_directory() const { return *run_; }  // with files: the files are made from it
   RankRoute route(int rank, int local_rank, const std::string& host, int attempt) const;
 
  private:
   RankLogOptions options_;
   std::string run_dir_;
+  std::shared_ptr<const CheckedDirectory> run_;  // shared: RankLogs is copied
 };
 
 }  // namespace hvrun

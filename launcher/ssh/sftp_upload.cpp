@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/checked_directory.hpp"
 #include "common/duration_text.hpp"
 #include "common/io_sizes.hpp"
 #include "common/log.hpp"
@@ -123,28 +124,55 @@ class Upload {
     if (sftp_init(sftp_.get()) != SSH_OK) throw fail("sftp_init");
   }
 
+  SftpAttributes lstat(const std::string& path) { return SftpAttributes(sftp_lstat(sftp_.get(), path.c_str())); }
   SftpAttributes stat(const std::string& path) { return SftpAttributes(sftp_stat(sftp_.get(), path.c_str())); }
 
-  void make_directory(const std::string& dir) {
-    if (auto attributes = stat(dir)) {
-      if (attributes->type != SSH_FILEXFER_TYPE_DIRECTORY) throw refuse(dir + " exists and is not a directory");
-      return;
-    }
-    if (sftp_mkdir(sftp_.get(), dir.c_str(), static_cast<mode_t>(directory_mode_)) == 0) return;
-    auto attributes = stat(dir);  // another launcher may have made it meanwhile
-    if (!attributes || attributes->type != SSH_FILEXFER_TYPE_DIRECTORY) throw fail("sftp_mkdir " + dir);
+  // The uid the SFTP server runs as on the host (its effective uid), which owns what it makes: read from
+  // its /proc/self/status, since SFTP itself never says.
+  void learn_user() {
+    SftpFile status(sftp_open(sftp_.get(), "/proc/self/status", O_RDONLY, 0));
+    if (!status) throw fail("sftp_open /proc/self/status, to learn the uid the upload runs as");
+    std::string text(8192, '\0');
+    const ssize_t n = sftp_read(status.get(), text.data(), text.size());
+    if (n <= 0) throw fail("sftp_read /proc/self/status, to learn the uid the upload runs as");
+    text.resize(static_cast<std::size_t>(n));
+    unsigned long real = 0, effective = 0;
+    const auto at = text.find("\nUid:");
+    if (at == std::string::npos || std::sscanf(text.c_str() + at, "\nUid: %lu %lu", &real, &effective) != 2)
+      throw refuse("the host's /proc/self/status holds no Uid line: the uid the upload runs as is unknown");
+    user_ = static_cast<uid_t>(effective);
   }
 
-  // Each parent directory is looked at once per session.
+  // `dir` as a directory hvrun may write in (common/checked_directory.hpp's rule, on the host): made
+  // when missing; a link only when it is the user's or root's, and then what it names is checked.
+  void check_directory(const std::string& dir) {
+    auto attributes = lstat(dir);
+    if (!attributes) {
+      if (sftp_mkdir(sftp_.get(), dir.c_str(), static_cast<mode_t>(directory_mode_)) != 0 && !lstat(dir))
+        throw fail("sftp_mkdir " + dir);
+      attributes = lstat(dir);  // made, by this upload or another launcher's meanwhile: checked all the same
+      if (!attributes) throw fail("sftp_lstat " + dir);
+    }
+    if (attributes->type == SSH_FILEXFER_TYPE_SYMLINK) {
+      if (const std::string why = link_refusal(dir, attributes->uid, user_, false); !why.empty()) throw refuse(why);
+      attributes = stat(dir);
+      if (!attributes) throw fail("sftp_stat " + dir);
+    }
+    if (attributes->type != SSH_FILEXFER_TYPE_DIRECTORY) throw refuse(dir + " exists and is not a directory");
+    if (const std::string why = directory_refusal(dir, attributes->uid, attributes->permissions, user_, false);
+        !why.empty())
+      throw refuse(why);
+  }
+
+  // Every directory of the file's path from the root, each looked at once per session: the temporary
+  // file is made, its mode set and renamed by name, safe only where no one else can change the names.
   void make_parents() {
     auto slash = remote_.rfind('/');
     if (slash == std::string::npos || slash == 0) return;
     const std::string parent = remote_.substr(0, slash);
-    if (!known_directories_.insert(parent).second) return;
-    if (auto attributes = stat(parent); attributes && attributes->type == SSH_FILEXFER_TYPE_DIRECTORY) return;
     for (std::size_t end = parent.find('/', 1); ; end = parent.find('/', end + 1)) {
       std::string prefix = parent.substr(0, end);
-      if (!prefix.empty() && prefix.back() != '/') make_directory(prefix);
+      if (!prefix.empty() && prefix.back() != '/' && known_directories_.insert(prefix).second) check_directory(prefix);
       if (end == std::string::npos) break;
     }
   }
@@ -166,15 +194,24 @@ class Upload {
       throw fail("sftp_fsync " + temporary);
     }
     if (sftp_close(file.release()) != 0) throw fail("sftp_close " + temporary);
+    // libssh has no fsetstat: the mode is set by name, on a name this upload made (O_EXCL, random) in a
+    // directory check_directory found no one else can write in.
     if (sftp_chmod(sftp_.get(), temporary.c_str(), static_cast<mode_t>(mode)) != 0) {
       throw fail("sftp_chmod " + temporary);
     }
   }
 
   // SFTP v3 (OpenSSH's server) does not rename over an existing file: remove it and rename again.
+  // What is at the file's name is replaced, never written through: a link there is refused, as is a
+  // directory.
   void rename_into_place(const std::string& temporary) {
+    if (auto there = lstat(remote_)) {
+      if (there->type == SSH_FILEXFER_TYPE_SYMLINK)
+        throw refuse(remote_ + " is a symbolic link: hvrun writes no file through a link; remove it");
+      if (there->type != SSH_FILEXFER_TYPE_REGULAR) throw refuse(remote_ + " exists and is not a regular file; remove it");
+    }
     if (sftp_rename(sftp_.get(), temporary.c_str(), remote_.c_str()) != 0) {
-      if (!stat(remote_)) throw fail("sftp_rename " + temporary + " " + remote_);
+      if (!lstat(remote_)) throw fail("sftp_rename " + temporary + " " + remote_);
       if (sftp_unlink(sftp_.get(), remote_.c_str()) != 0) throw fail("sftp_unlink " + remote_);
       if (sftp_rename(sftp_.get(), temporary.c_str(), remote_.c_str()) != 0) {
         throw fail("sftp_rename " + temporary + " " + remote_);
@@ -184,8 +221,8 @@ class Upload {
   }
 
   void verify(off_t size, std::uint32_t mode) {
-    auto attributes = stat(remote_);
-    if (!attributes) throw fail("sftp_stat " + remote_);
+    auto attributes = lstat(remote_);
+    if (!attributes) throw fail("sftp_lstat " + remote_);
     if (attributes->size != static_cast<std::uint64_t>(size) || (attributes->permissions & 07777) != mode) {
       char text[128];
       std::snprintf(text, sizeof text, "after the copy: %llu bytes mode %04o, expected %llu bytes mode %04o",
@@ -208,7 +245,8 @@ class Upload {
   std::string local_, remote_;
   SftpSession sftp_;
   std::string created_;  // the temporary file while it exists
-  std::set<std::string> known_directories_;
+  std::set<std::string> known_directories_;  // checked in this session
+  uid_t user_ = 0;
 };
 
 std::string random_suffix() {
@@ -249,6 +287,7 @@ void upload_files(Core& core, const std::vector<FileCopy>& files, std::uint32_t 
   try {
     Upload upload(core, directory_mode);
     upload.start();
+    upload.learn_user();
     for (const FileCopy& f : files) {
       current = &f;
       auto [local, size] = open_local(core.host, f);

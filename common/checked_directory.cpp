@@ -1,0 +1,160 @@
+#include "common/checked_directory.hpp"
+
+#include <fcntl.h>
+#include <pwd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "common/error.hpp"
+
+namespace hvrun {
+
+namespace {
+
+std::string owner_text(uid_t uid, bool names) {
+  std::string text = "uid " + std::to_string(uid);
+  if (!names) return text;
+  passwd entry{};
+  passwd* found = nullptr;
+  std::vector<char> buffer(4096);
+  if (::getpwuid_r(uid, &entry, buffer.data(), buffer.size(), &found) == 0 && found != nullptr)
+    return std::string(found->pw_name) + " (" + text + ")";
+  return text;
+}
+
+std::string mode_text(mode_t mode) {
+  char text[8];
+  std::snprintf(text, sizeof text, "%04o", static_cast<unsigned>(mode & 07777));
+  return text;
+}
+
+std::string random_word() {
+  static constexpr char kLetters[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  std::random_device random;
+  std::string word;
+  for (int i = 0; i < 6; ++i) word += kLetters[random() % (sizeof kLetters - 1)];
+  return word;
+}
+
+}  // namespace
+
+std::string directory_refusal(const std::string& path, uid_t owner, mode_t mode, uid_t user, bool names) {
+  if (owner != user && owner != 0) {
+    return path + " is owned by " + owner_text(owner, names) +
+           ", not by you or root: hvrun writes only in directories that are yours; use another directory, or have "
+           "its owner remove it and let hvrun make it";
+  }
+  if ((mode & (S_IWGRP | S_IWOTH)) != 0 && !(owner == 0 && (mode & S_ISVTX) != 0)) {
+    return path + " has mode " + mode_text(mode) + ", writable by others than its owner: hvrun writes only in "
+           "directories no one else can write in; run chmod go-w " + path + ", or use another directory";
+  }
+  return {};
+}
+
+std::string link_refusal(const std::string& path, uid_t owner, uid_t user, bool names) {
+  if (owner == user || owner == 0) return {};
+  return path + " is a symbolic link owned by " + owner_text(owner, names) + ": hvrun follows only links that are "
+         "yours or root's; remove it, or name the directory it points to yourself";
+}
+
+void CheckedDirectory::refuse(const std::string& why) const { throw UsageError(flag_ + ": " + why); }
+
+CheckedDirectory CheckedDirectory::open(const std::string& path, mode_t mode, const std::string& flag, bool make) {
+  const CheckedDirectory none(UniqueFd(), path, flag);
+  struct stat st{};
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (errno != ENOENT || !make) none.refuse("cannot read '" + path + "': " + std::strerror(errno));
+    if (::mkdir(path.c_str(), mode) != 0 && errno != EEXIST)
+      none.refuse("cannot create directory '" + path + "': " + std::strerror(errno));
+    if (::lstat(path.c_str(), &st) != 0) none.refuse("cannot read '" + path + "': " + std::strerror(errno));
+  }
+  if (S_ISLNK(st.st_mode)) {
+    if (const std::string why = link_refusal(path, st.st_uid, ::geteuid(), true); !why.empty()) none.refuse(why);
+  }
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd) {
+    if (errno == ENOTDIR) none.refuse(path + " exists and is not a directory; remove it or use another directory");
+    none.refuse("cannot open directory '" + path + "': " + std::strerror(errno));
+  }
+  if (::fstat(fd.get(), &st) != 0) throw_errno("fstat", path);
+  if (const std::string why = directory_refusal(path, st.st_uid, st.st_mode, ::geteuid(), true); !why.empty())
+    none.refuse(why);
+  return CheckedDirectory(std::move(fd), path, flag);
+}
+
+CheckedDirectory CheckedDirectory::child(const std::string& name, mode_t mode, bool must_be_new) const {
+  const std::string path = path_ + "/" + name;
+  if (::mkdirat(fd_.get(), name.c_str(), mode) != 0) {
+    if (errno != EEXIST) refuse("cannot create directory '" + path + "': " + std::strerror(errno));
+    if (must_be_new) return {};
+  }
+  UniqueFd fd(::openat(fd_.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  struct stat st{};
+  if (!fd) {
+    const int error = errno;
+    if (::fstatat(fd_.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode))
+      refuse(path + " is a symbolic link: hvrun follows no link below the directory it writes in; remove it");
+    if (error == ENOTDIR) refuse(path + " exists and is not a directory; remove it or use another directory");
+    refuse("cannot open directory '" + path + "': " + std::strerror(error));
+  }
+  if (::fstat(fd.get(), &st) != 0) throw_errno("fstat", path);
+  if (const std::string why = directory_refusal(path, st.st_uid, st.st_mode, ::geteuid(), true); !why.empty())
+    refuse(why);
+  return CheckedDirectory(std::move(fd), path, flag_);
+}
+
+CheckedDirectory CheckedDirectory::below(const std::string& relative, mode_t mode) const {
+  CheckedDirectory at(UniqueFd(::fcntl(fd_.get(), F_DUPFD_CLOEXEC, 0)), path_, flag_);
+  if (!at) throw_errno("fcntl(F_DUPFD_CLOEXEC)", path_);
+  for (std::size_t start = 0; start < relative.size();) {
+    const std::size_t end = std::min(relative.find('/', start), relative.size());
+    const std::string name = relative.substr(start, end - start);
+    start = end + 1;
+    if (name.empty() || name == ".") continue;
+    if (name == "..") refuse("'" + relative + "' below " + path_ + " has a '..' component");
+    at = at.child(name, mode, false);
+  }
+  return at;
+}
+
+CheckedDirectory CheckedDirectory::make_unique(const std::string& prefix, mode_t mode) const {
+  for (int attempt = 0; attempt < 100; ++attempt)
+    if (CheckedDirectory made = child(prefix + random_word(), mode, true)) return made;
+  refuse("cannot create a new directory in " + path_ + ": 100 random names were taken");
+}
+
+UniqueFd CheckedDirectory::create_file(const std::string& name, mode_t mode, bool exclusive) const {
+  const std::string path = path_ + "/" + name;
+  UniqueFd fd(::openat(fd_.get(), name.c_str(),
+                       O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | (exclusive ? O_EXCL : 0), mode));
+  struct stat st{};
+  if (!fd) {
+    const int error = errno;
+    if (::fstatat(fd_.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
+      if (S_ISLNK(st.st_mode)) refuse(path + " is a symbolic link: hvrun writes no file through a link; remove it");
+      if (!S_ISREG(st.st_mode)) refuse(path + " exists and is not a regular file; remove it");
+    }
+    refuse("cannot create '" + path + "': " + std::strerror(error));
+  }
+  if (::fstat(fd.get(), &st) != 0) throw_errno("fstat", path);
+  if (!S_ISREG(st.st_mode)) refuse(path + " exists and is not a regular file; remove it");
+  if (st.st_uid != ::geteuid())
+    refuse(path + " is owned by " + owner_text(st.st_uid, true) + ", not by you: hvrun writes only files of its own; "
+           "remove it");
+  if (st.st_nlink != 1)
+    refuse(path + " has " + std::to_string(st.st_nlink) + " names (hard links): hvrun writes only files of its own; "
+           "remove it");
+  if (st.st_size != 0 && ::ftruncate(fd.get(), 0) != 0) throw_errno("ftruncate", path);
+  const int flags = ::fcntl(fd.get(), F_GETFL);
+  if (flags == -1 || ::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK) != 0) throw_errno("fcntl(F_SETFL)", path);
+  return fd;
+}
+
+}  // namespace hvrun
