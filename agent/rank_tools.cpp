@@ -60,7 +60,7 @@ bool usable_tmpfs(const char* dir) {
   if (::statfs(dir, &fs) != 0 || fs.f_type != TMPFS_MAGIC) return false;
   if (::statvfs(dir, &vfs) != 0 || (vfs.f_flag & (ST_NOEXEC | ST_RDONLY)) != 0) return false;
   if (::lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) return false;
-  if (!directory_refusal(dir, st.st_uid, st.st_mode, ::geteuid(), false).empty()) return false;
+  if (!directory_refusal(dir, st.st_uid, st.st_gid, st.st_mode, ::geteuid(), false).empty()) return false;
   return ::access(dir, W_OK | X_OK) == 0;
 }
 
@@ -72,7 +72,7 @@ std::string RankTools::tmpdir_refusal() {
   struct stat st{};
   if (::stat(tmp_env, &st) != 0) return {};  // mkdtemp's failure names it
   if (!S_ISDIR(st.st_mode)) return {};
-  const std::string why = directory_refusal(tmp_env, st.st_uid, st.st_mode, ::geteuid(), true);
+  const std::string why = directory_refusal(tmp_env, st.st_uid, st.st_gid, st.st_mode, ::geteuid(), true);
   return why.empty() ? why : "TMPDIR=" + why;
 }
 

@@ -40,7 +40,7 @@ bool trusted_directory(const std::string& dir) {
   if (S_ISLNK(st.st_mode) &&
       (!link_refusal(dir, st.st_uid, ::geteuid(), false).empty() || ::stat(dir.c_str(), &st) != 0))
     return false;
-  return S_ISDIR(st.st_mode) && directory_refusal(dir, st.st_uid, st.st_mode, ::geteuid(), false).empty();
+  return S_ISDIR(st.st_mode) && directory_refusal(dir, st.st_uid, st.st_gid, st.st_mode, ::geteuid(), false).empty();
 }
 
 // Whether every directory above `path` is trusted; `known` keeps the answers of one check.

@@ -1,6 +1,7 @@
 #include "common/checked_directory.hpp"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -9,6 +10,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <random>
 #include <vector>
 
@@ -45,17 +48,60 @@ std::string random_word() {
 
 }  // namespace
 
-std::string directory_refusal(const std::string& path, uid_t owner, mode_t mode, uid_t user, bool names) {
+bool group_is_private(gid_t group, uid_t user) {
+  // getpwent's walk is one cursor for the whole process: one walk at a time, each answer kept.
+  static std::mutex mutex;
+  static std::map<std::pair<gid_t, uid_t>, bool> known;
+  const std::lock_guard lock(mutex);
+  if (const auto it = known.find({group, user}); it != known.end()) return it->second;
+  std::vector<char> buffer(16384);
+  passwd user_entry{};
+  passwd* user_found = nullptr;
+  struct group group_entry{};
+  ::group* group_found = nullptr;
+  bool private_group = false;
+  if (::getpwuid_r(user, &user_entry, buffer.data(), buffer.size() / 2, &user_found) == 0 && user_found != nullptr &&
+      ::getgrgid_r(group, &group_entry, buffer.data() + buffer.size() / 2, buffer.size() / 2, &group_found) == 0 &&
+      group_found != nullptr) {
+    const std::string name = user_found->pw_name;
+    bool member = user_found->pw_gid == group;
+    private_group = true;
+    for (char** m = group_found->gr_mem; *m != nullptr; ++m) {
+      private_group = private_group && name == *m;
+      member = member || name == *m;
+    }
+    std::vector<char> walk(4096);
+    passwd entry{};
+    passwd* found = nullptr;
+    ::setpwent();
+    while (private_group && ::getpwent_r(&entry, walk.data(), walk.size(), &found) == 0 && found != nullptr)
+      private_group = found->pw_gid != group || found->pw_uid == user;
+    ::endpwent();
+    private_group = private_group && member;
+  }
+  known[{group, user}] = private_group;
+  return private_group;
+}
+
+std::string directory_refusal(const std::string& path, uid_t owner, gid_t group, mode_t mode, uid_t user, bool names,
+                              const std::function<bool(gid_t)>& private_group) {
   if (owner != user && owner != 0) {
     return path + " is owned by " + owner_text(owner, names) +
            ", not by you or root: hvrun writes only in directories that are yours; use another directory, or have "
            "its owner remove it and let hvrun make it";
   }
-  if ((mode & (S_IWGRP | S_IWOTH)) != 0 && !(owner == 0 && (mode & S_ISVTX) != 0)) {
+  const bool sticky_root = owner == 0 && (mode & S_ISVTX) != 0;
+  const bool others_write = (mode & S_IWOTH) != 0 || ((mode & S_IWGRP) != 0 && !(owner == user && private_group(group)));
+  if (others_write && !sticky_root) {
     return path + " has mode " + mode_text(mode) + ", writable by others than its owner: hvrun writes only in "
            "directories no one else can write in; run chmod go-w " + path + ", or use another directory";
   }
   return {};
+}
+
+std::string directory_refusal(const std::string& path, uid_t owner, gid_t group, mode_t mode, uid_t user, bool names) {
+  return directory_refusal(path, owner, group, mode, user, names,
+                           [user](gid_t g) { return group_is_private(g, user); });
 }
 
 std::string link_refusal(const std::string& path, uid_t owner, uid_t user, bool names) {
@@ -84,7 +130,7 @@ CheckedDirectory CheckedDirectory::open(const std::string& path, mode_t mode, co
     none.refuse("cannot open directory '" + path + "': " + std::strerror(errno));
   }
   if (::fstat(fd.get(), &st) != 0) throw_errno("fstat", path);
-  if (const std::string why = directory_refusal(path, st.st_uid, st.st_mode, ::geteuid(), true); !why.empty())
+  if (const std::string why = directory_refusal(path, st.st_uid, st.st_gid, st.st_mode, ::geteuid(), true); !why.empty())
     none.refuse(why);
   return CheckedDirectory(std::move(fd), path, flag);
 }
@@ -105,7 +151,7 @@ CheckedDirectory CheckedDirectory::child(const std::string& name, mode_t mode, b
     refuse("cannot open directory '" + path + "': " + std::strerror(error));
   }
   if (::fstat(fd.get(), &st) != 0) throw_errno("fstat", path);
-  if (const std::string why = directory_refusal(path, st.st_uid, st.st_mode, ::geteuid(), true); !why.empty())
+  if (const std::string why = directory_refusal(path, st.st_uid, st.st_gid, st.st_mode, ::geteuid(), true); !why.empty())
     refuse(why);
   return CheckedDirectory(std::move(fd), path, flag_);
 }

@@ -7,15 +7,24 @@
 // naming `flag` (the option, or what the directory is for), the path, its owner and mode, and what to do.
 #include <sys/types.h>
 
+#include <functional>
 #include <string>
 
 #include "common/unique_fd.hpp"
 
 namespace hvrun {
 
-// Why a directory at `path` owned by `owner` with `mode` is none hvrun may write in for `user`; "" when it
-// is. `names`: say owners' names from this machine's user database (false for another host's).
-std::string directory_refusal(const std::string& path, uid_t owner, mode_t mode, uid_t user, bool names);
+// Whether no user but `user` can be in group `group` on this machine: a user private group (Debian's and
+// Ubuntu's scheme, where umask 002 makes every new directory group-writable) whose only member, as
+// primary or listed group, is `user`. OpenSSH's StrictModes on Debian allows the same.
+bool group_is_private(gid_t group, uid_t user);
+// Why a directory at `path` owned by `owner` and `group` with `mode` is none hvrun may write in for
+// `user`; "" when it is. Group-writable passes when `private_group(group)` says only `user` can be in
+// it. `names`: say owners' names from this machine's user database (false for another host's).
+std::string directory_refusal(const std::string& path, uid_t owner, gid_t group, mode_t mode, uid_t user, bool names,
+                              const std::function<bool(gid_t)>& private_group);
+// The same with this machine's groups (group_is_private).
+std::string directory_refusal(const std::string& path, uid_t owner, gid_t group, mode_t mode, uid_t user, bool names);
 // What a symbolic link at `path` owned by `owner` may not be followed for; "" when it may (the user's or
 // root's own link).
 std::string link_refusal(const std::string& path, uid_t owner, uid_t user, bool names);

@@ -88,15 +88,21 @@ std::string writable(const std::string& path, const char* mode) {
 TEST_CASE("checked directory: whose and which modes pass, and the words of each refusal") {
   using hvrun::directory_refusal;
   using hvrun::link_refusal;
-  CHECK(directory_refusal("/d", 1000, S_IFDIR | 0755, 1000, false).empty());
-  CHECK(directory_refusal("/d", 0, S_IFDIR | 0755, 1000, false).empty());           // root's
-  CHECK(directory_refusal("/tmp", 0, S_IFDIR | 01777, 1000, false).empty());        // root's and sticky
-  CHECK(directory_refusal("/d", 1001, S_IFDIR | 0700, 1000, false) ==
+  CHECK(directory_refusal("/d", 1000, 5000, S_IFDIR | 0755, 1000, false).empty());
+  CHECK(directory_refusal("/d", 0, 5000, S_IFDIR | 0755, 1000, false).empty());           // root's
+  CHECK(directory_refusal("/tmp", 0, 5000, S_IFDIR | 01777, 1000, false).empty());        // root's and sticky
+  CHECK(directory_refusal("/d", 1001, 5000, S_IFDIR | 0700, 1000, false) ==
         "/d is owned by uid 1001, not by you or root: hvrun writes only in directories that are yours; use another "
         "directory, or have its owner remove it and let hvrun make it");
-  CHECK(directory_refusal("/d", 1000, S_IFDIR | 0775, 1000, false) == writable("/d", "0775"));
-  CHECK(directory_refusal("/d", 1000, S_IFDIR | 01777, 1000, false) == writable("/d", "1777"));  // sticky, not root's
-  CHECK(directory_refusal("/d", 0, S_IFDIR | 0757, 1000, false) == writable("/d", "0757"));     // root's, not sticky
+  CHECK(directory_refusal("/d", 1000, 5000, S_IFDIR | 0775, 1000, false) == writable("/d", "0775"));
+  CHECK(directory_refusal("/d", 1000, 5000, S_IFDIR | 01777, 1000, false) == writable("/d", "1777"));  // sticky, not root's
+  CHECK(directory_refusal("/d", 0, 5000, S_IFDIR | 0757, 1000, false) == writable("/d", "0757"));     // root's, not sticky
+  // Group-writable: only in a group no one but the user can be in (a user private group, umask 002).
+  const auto private_5000 = [](gid_t g) { return g == 5000; };
+  CHECK(directory_refusal("/d", 1000, 5000, S_IFDIR | 0775, 1000, false, private_5000).empty());
+  CHECK(directory_refusal("/d", 1000, 5001, S_IFDIR | 0775, 1000, false, private_5000) == writable("/d", "0775"));
+  CHECK(directory_refusal("/d", 1000, 5000, S_IFDIR | 0777, 1000, false, private_5000) == writable("/d", "0777"));
+  CHECK(directory_refusal("/d", 0, 5000, S_IFDIR | 0775, 1000, false, private_5000) == writable("/d", "0775"));
   CHECK(link_refusal("/l", 1000, 1000, false).empty());
   CHECK(link_refusal("/l", 0, 1000, false).empty());
   CHECK(link_refusal("/l", 1001, 1000, false) ==
@@ -246,10 +252,14 @@ TEST_CASE("torchrun logs (--log-dir): a base others own or can write in is refus
     CHECK(fs::is_empty(tmp.path() / "elsewhere"));
   }
   {
-    INFO("a base writable by others");
-    ::chmod(base.c_str(), 0770);
-    CHECK_THROWS_WITH(RankLogs(o, "job"), "--log-dir: " + writable(base.string(), "0770"));
-    ::chmod(base.c_str(), 0750);
+    INFO("a base writable by others (its group, nogroup, is not the user's own)");
+    if (::chown(base.c_str(), static_cast<uid_t>(-1), 65534) != 0) {
+      WARN("skipped: a group-writable base in a group of others needs root (chgrp nogroup)");
+    } else {
+      ::chmod(base.c_str(), 0770);
+      CHECK_THROWS_WITH(RankLogs(o, "job"), "--log-dir: " + writable(base.string(), "0770"));
+      ::chmod(base.c_str(), 0750);
+    }
   }
   const auto user = neighbour();
   if (!user) {
@@ -351,4 +361,24 @@ TEST_CASE("check report (--report): a link where the page goes is refused, its t
   CHECK_THROWS_WITH(hvrun::write_report_file(page.string(), "<p>x</p>\n"),
                     "--report: " + page.string() + " is a symbolic link: hvrun writes no file through a link; remove it");
   CHECK(outside.untouched());
+}
+
+TEST_CASE("checked directory: a group-writable directory passes in the user's private group, not in another",
+          "[integration]") {
+  if (::geteuid() != 0) {
+    WARN("skipped: making a Unix user needs root");
+    return;
+  }
+  const auto user = neighbour();
+  // useradd --user-group gave the neighbour a group of its own, as Debian and Ubuntu do for every user.
+  CHECK(hvrun::group_is_private(user->gid(), user->uid()));
+  CHECK_FALSE(hvrun::group_is_private(user->gid(), 0));  // root is not in it
+  CHECK_FALSE(hvrun::group_is_private(0, user->uid()));  // root's group, which the neighbour is not in
+  TempDir tmp;
+  const std::string dir = (tmp.path() / "shared").string();
+  REQUIRE(::mkdir(dir.c_str(), 0775) == 0);
+  REQUIRE(::chmod(dir.c_str(), 0775) == 0);
+  user->give(dir);
+  CHECK(hvrun::directory_refusal(dir, user->uid(), user->gid(), S_IFDIR | 0775, user->uid(), true).empty());
+  CHECK(hvrun::directory_refusal(dir, user->uid(), 0, S_IFDIR | 0775, user->uid(), true) == writable(dir, "0775"));
 }

@@ -141,6 +141,12 @@ class Upload {
     if (at == std::string::npos || std::sscanf(text.c_str() + at, "\nUid: %lu %lu", &real, &effective) != 2)
       throw refuse("the host's /proc/self/status holds no Uid line: the uid the upload runs as is unknown");
     user_ = static_cast<uid_t>(effective);
+    unsigned long real_gid = 0, effective_gid = 0;
+    const auto gid_at = text.find("\nGid:");
+    if (gid_at == std::string::npos ||
+        std::sscanf(text.c_str() + gid_at, "\nGid: %lu %lu", &real_gid, &effective_gid) != 2)
+      throw refuse("the host's /proc/self/status holds no Gid line: the group the upload runs as is unknown");
+    group_ = static_cast<gid_t>(effective_gid);
   }
 
   // `dir` as a directory hvrun may write in (common/checked_directory.hpp's rule, on the host): made
@@ -159,7 +165,11 @@ class Upload {
       if (!attributes) throw fail("sftp_stat " + dir);
     }
     if (attributes->type != SSH_FILEXFER_TYPE_DIRECTORY) throw refuse(dir + " exists and is not a directory");
-    if (const std::string why = directory_refusal(dir, attributes->uid, attributes->permissions, user_, false);
+    // The host's group database is not at hand: a group-writable directory passes only in the user's own
+    // primary group numbered as the user (useradd's user private group), never a shared one.
+    const auto private_group = [this](gid_t g) { return g == group_ && static_cast<uid_t>(g) == user_; };
+    if (const std::string why = directory_refusal(dir, attributes->uid, attributes->gid, attributes->permissions, user_,
+                                                  false, private_group);
         !why.empty())
       throw refuse(why);
   }
@@ -247,6 +257,7 @@ class Upload {
   std::string created_;  // the temporary file while it exists
   std::set<std::string> known_directories_;  // checked in this session
   uid_t user_ = 0;
+  gid_t group_ = 0;
 };
 
 std::string random_suffix() {
