@@ -1,5 +1,5 @@
 // hvrun raises its own soft limit on open files and gives the processes it starts the original one back
-// (launcher/base/open_files_limit.hpp): the local agent (forked) and the --rsh-agent/srun commands
+// (common/open_files_limit.hpp): the local agent (forked) and the --rsh-agent/srun commands
 // (spawned through a shell that sets it). Each case is its own process under ctest ([integration]), so the raised
 // limit stays in it.
 #include <catch2/catch.hpp>
@@ -14,7 +14,7 @@
 
 #include "common/unique_fd.hpp"
 #include "hvrun/error.hpp"
-#include "launcher/base/open_files_limit.hpp"
+#include "common/open_files_limit.hpp"
 #include "launcher/start/command_agent.hpp"
 #include "launcher/start/local_agent.hpp"
 
