@@ -9,8 +9,8 @@ namespace hvrun::test {
 namespace {
 
 void remove_user(const std::string& name) {
-  run({"pkill", "-KILL", "-u", name}, std::chrono::seconds(10));
-  run({"userdel", name}, std::chrono::seconds(30));
+  run({"/usr/bin/env", "pkill", "-KILL", "-u", name}, std::chrono::seconds(10));
+  run({"/usr/bin/env", "userdel", name}, std::chrono::seconds(30));
 }
 
 }  // namespace
@@ -18,8 +18,11 @@ void remove_user(const std::string& name) {
 NeighbourUser::NeighbourUser(const std::string& tag) : name_("hvnb-" + tag) {
   if (name_.size() > 32) name_.resize(32);  // useradd's limit on a user name
   if (::getpwnam(name_.c_str()) != nullptr) remove_user(name_);
+  // hvrun::test::run, not the member run() (which would run it as the user not yet made); run()
+  // executes without a PATH search, hence /usr/bin/env.
   const ChildResult made =
-      run({"useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", "--user-group", name_},
+      hvrun::test::run({"/usr/bin/env", "useradd", "--no-create-home", "--shell", "/usr/sbin/nologin",
+                        "--user-group", name_},
           std::chrono::seconds(30));
   if (made.exit_code != 0) throw std::runtime_error("useradd " + name_ + " failed: " + made.err);
   const passwd* pw = ::getpwnam(name_.c_str());
@@ -34,14 +37,14 @@ NeighbourUser::NeighbourUser(const std::string& tag) : name_("hvnb-" + tag) {
 NeighbourUser::~NeighbourUser() { remove_user(name_); }
 
 ChildResult NeighbourUser::run(const std::vector<std::string>& argv, std::chrono::milliseconds timeout) const {
-  std::vector<std::string> full = {"setpriv", "--reuid=" + std::to_string(uid_), "--regid=" + std::to_string(gid_),
-                                   "--clear-groups", "--"};
+  std::vector<std::string> full = {"/usr/bin/env", "setpriv", "--reuid=" + std::to_string(uid_),
+                                   "--regid=" + std::to_string(gid_), "--clear-groups", "--"};
   full.insert(full.end(), argv.begin(), argv.end());
   return hvrun::test::run(full, timeout);
 }
 
 void NeighbourUser::give(const std::string& path, bool recursive) const {
-  std::vector<std::string> argv = {"chown"};
+  std::vector<std::string> argv = {"/usr/bin/env", "chown"};
   if (recursive) argv.push_back("-R");
   argv.push_back(std::to_string(uid_) + ":" + std::to_string(gid_));
   argv.push_back(path);
