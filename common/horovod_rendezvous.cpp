@@ -44,6 +44,9 @@ constexpr std::size_t kKnockMaxBody = HorovodRendezvous::kKnockTokenSize;
 // over a bound the oldest is closed for the new one): whoever can reach the port while a knock is
 // expected must not crowd out the workers, whose connections the main bound counts, nor the knocks.
 // An agent's knock is one small request sent as soon as it connects, one per joining host.
+// Idle connections of allowed peers from one address: a host's ranks all reach the rendezvous at once
+// at a start, up to 1,024 of them.
+constexpr std::size_t kIdlePerPeer = 1024;
 constexpr StrangerLimits kKnockStrangerLimits{.per_peer = 8, .total = 64, .deadline = std::chrono::milliseconds(2000)};
 
 }  // namespace
@@ -61,11 +64,16 @@ struct HorovodRendezvousState : std::enable_shared_from_this<HorovodRendezvousSt
     // Every connection holds a descriptor: keep the bound within this process's share of them.
     options.limits.max_connections =
         std::max<std::size_t>(1, std::min(options.limits.max_connections, StrangerGate::descriptor_budget()));
+    idle_gate = std::make_shared<StrangerGate>(
+        io, "the Horovod rendezvous on " + local_hostname(), LogSubsys::kRendezvous,
+        StrangerLimits{.per_peer = kIdlePerPeer, .total = options.limits.max_connections,
+                       .deadline = options.limits.request_timeout});
   }
 
   std::shared_ptr<TcpListener> listener;
   std::vector<std::shared_ptr<TcpListener>> more_listeners;  // listen_also
-  std::shared_ptr<StrangerGate> gate;  // connections that may only knock
+  std::shared_ptr<StrangerGate> gate;       // connections that may only knock
+  std::shared_ptr<StrangerGate> idle_gate;  // allowed peers' connections waiting for their next request
   HorovodRendezvousOptions options;
   std::unordered_map<std::string, std::string> data;
   std::size_t total = 0;  // sum of the sizes of data's keys and values
@@ -124,6 +132,13 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   }
 
   void read() {
+    // Between requests a worker's connection is as anonymous as a stranger's (Horovod's client sends no
+    // credential): idle ones are bounded per address and in all, the oldest closed for the new one.
+    if (!knock_only_ && !pass_.held())
+      pass_ = server_->idle_gate->admit(asio::ip::make_address(peer_address_),
+                                        [weak = weak_from_this()](const std::string& why) {
+                                          if (auto self = weak.lock()) self->close(why);
+                                        });
     parser_.emplace();
     parser_->header_limit(static_cast<std::uint32_t>(knock_only_ ? kKnockMaxHeader : limits().max_header));
     parser_->body_limit(knock_only_ ? kKnockMaxBody : limits().max_value);
@@ -141,6 +156,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
       if (ec == beast::error::timeout)
         return self->close("no whole request within " + std::to_string(self->request_timeout().count()) + " ms");
       if (ec) return self->close(ec.message());
+      if (!self->knock_only_) self->pass_.release();  // a whole request: no longer idle
       self->handle(self->parser_->release());
     });
   }
@@ -421,6 +437,8 @@ void HorovodRendezvous::close() {
 
 std::size_t HorovodRendezvous::key_count() const { return state_->data.size(); }
 std::size_t HorovodRendezvous::connection_count() const { return state_->sessions.size(); }
-std::size_t HorovodRendezvous::refused_count() const { return state_->gate->dropped(); }
+std::size_t HorovodRendezvous::refused_count() const {
+  return state_->gate->dropped() + state_->idle_gate->dropped();
+}
 
 }  // namespace hvrun

@@ -22,8 +22,10 @@
 //
 // Bounded for strangers (common/stranger_gate.hpp): connections that may only knock, at most 8 from
 // one address and 64 in all, each for at most 2 s; over a bound the oldest is closed for the new one,
-// so a flood cannot keep a joining host's knock out. Refused connections are logged a few times with
-// a count, by address.
+// so a flood cannot keep a joining host's knock out. An allowed peer's connection waiting for its next
+// request is bounded the same way: 1,024 from one address (a host's ranks, all at once at a start) and
+// max_connections in all, within request_timeout. Refused connections are logged a few times with a
+// count, by address.
 #include <chrono>
 #include <cstddef>
 #include <cstdint>

@@ -2,6 +2,17 @@
 
 namespace hvrun {
 
+namespace {
+
+std::function<void(const std::string&)>& sink() {
+  static std::function<void(const std::string&)> s;
+  return s;
+}
+
+}  // namespace
+
+void set_throttled_log_sink(std::function<void(const std::string& line)> s) { sink() = std::move(s); }
+
 ThrottledLog::ThrottledLog(boost::asio::io_context& io, LogSubsys subsys, std::chrono::milliseconds first_summary,
                            std::chrono::milliseconds later_summaries)
     : timer_(io), subsys_(subsys), first_summary_(first_summary), later_summaries_(later_summaries) {}
@@ -23,11 +34,18 @@ void ThrottledLog::note(const std::string& kind, Line line) {
     // The first of its kind: said at once.
     const std::string text = line(1);
     kinds_.emplace(kind, Kind{std::move(line), 0});
-    log_of(subsys_).warn("{}", text);
+    say(text);
     return;
   }
   ++it->second.unlogged;
   arm();
+}
+
+void ThrottledLog::say(const std::string& text) {
+  if (sink())
+    sink()(text);
+  else
+    log_of(subsys_).warn("{}", text);
 }
 
 void ThrottledLog::arm() {
@@ -49,7 +67,7 @@ void ThrottledLog::flush() {
     if (k.unlogged == 0) continue;
     const std::string text = k.line(k.unlogged);
     k.unlogged = 0;
-    log_of(subsys_).warn("{}", text);
+    say(text);
   }
 }
 

@@ -45,6 +45,7 @@ class ThrottledLog : public std::enable_shared_from_this<ThrottledLog> {
     std::uint64_t unlogged = 0;
   };
   void arm();
+  void say(const std::string& text);
 
   boost::asio::steady_timer timer_;
   LogSubsys subsys_;
@@ -55,6 +56,10 @@ class ThrottledLog : public std::enable_shared_from_this<ThrottledLog> {
   bool armed_ = false;
   bool summarised_once_ = false;
 };
+
+// Where every ThrottledLog's lines go instead of its logger when set (the agent sends them to hvrun as
+// NoticeMsg). Set and used on the io thread only; an empty function gives the lines back to the loggers.
+void set_throttled_log_sink(std::function<void(const std::string& line)> sink);
 
 // 2997 -> "2,997": counts in messages.
 std::string count_text(std::uint64_t n);

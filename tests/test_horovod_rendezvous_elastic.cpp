@@ -227,6 +227,24 @@ TEST_CASE("horovod rendezvous: strangers that may only knock have their own smal
   CHECK(count() == 0);
 }
 
+TEST_CASE("horovod rendezvous: an allowed address's idle connections are bounded at 1,024, the oldest closed for "
+          "the new one, which is served",
+          "[horovod_rendezvous]") {
+  ServedRendezvous served({"127.0.0.1"});
+  const auto count = [&] { return served.on_io([](HorovodRendezvous& s) { return s.connection_count(); }); };
+  std::vector<std::unique_ptr<HttpConnection>> idle;
+  for (int i = 0; i < 1024; ++i) idle.push_back(std::make_unique<HttpConnection>(served.port()));
+  const auto until = Clock::now() + 10s;
+  while (count() < 1024 && Clock::now() < until) std::this_thread::sleep_for(5ms);
+  REQUIRE(count() == 1024);
+  HttpConnection newest(served.port());
+  CHECK(idle.front()->closed());
+  CHECK(idle.front()->received().empty());
+  newest.send(request("GET", "/global/missing", ""));
+  CHECK(status_line(newest.response()) == "HTTP/1.1 404 Not Found");
+  CHECK(served.on_io([](HorovodRendezvous& s) { return s.refused_count(); }) == 1);
+}
+
 TEST_CASE("rendezvous knock (agent): 200 is ok; a spent token, nobody listening, a silent listener are named",
           "[horovod_rendezvous]") {
   ServedRendezvous served({"192.0.2.7"});
