@@ -3,6 +3,7 @@
 #include <boost/asio/ip/v6_only.hpp>
 #include <algorithm>
 
+#include "common/local_hostname.hpp"
 #include "common/log.hpp"
 
 namespace hvrun {
@@ -46,7 +47,7 @@ void TcpListener::accept() {
       const std::string error = ec.message();
       self->errors_log_->note(error, [what = self->what_, error, endpoint = endpoint_text(self->local_endpoint())](
                                          std::uint64_t n) {
-        return what + " on " + endpoint + ": accepting a connection failed" +
+        return what + " on " + local_hostname() + " (" + endpoint + "): accepting a connection failed" +
                (n == 1 ? std::string() : " " + count_text(n) + " times") + ": " + error +
                " (retrying after a pause of up to " + std::to_string(kLongestPause.count()) +
                " ms; if this is 'Too many open files', raise the hard open files limit, ulimit -Hn)";

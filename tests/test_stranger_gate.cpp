@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "common/local_hostname.hpp"
 #include "common/log.hpp"
 #include "common/stranger_gate.hpp"
 #include "common/tcp_listener.hpp"
@@ -230,8 +231,8 @@ TEST_CASE("tcp listener: out of descriptors, accept is retried after a pause tha
   const std::string text = log.text();
   INFO(text);
   CHECK(lines_with(text, "accepting a connection failed") == 2);  // the first at once, then the count
-  CHECK(lines_with(text, "test server on 127.0.0.1:" + std::to_string(listener->port()) +
-                             ": accepting a connection failed: Too many open files (retrying after a pause of up to "
+  CHECK(lines_with(text, "test server on " + hvrun::local_hostname() + " (127.0.0.1:" +
+                             std::to_string(listener->port()) + "): accepting a connection failed: Too many open files (retrying after a pause of up to "
                              "1000 ms; if this is 'Too many open files', raise the hard open files limit, "
                              "ulimit -Hn)") == 1);
   CHECK(lines_with(text, "accepting a connection failed " + std::to_string(listener->accept_errors() - 1) +
