@@ -134,9 +134,6 @@ struct Agent::Impl {
         .on_drained = [this] { resume_readers(); },
     });
     wait_children();
-    // The listeners' warnings about strangers go to hvrun, which prints them: this agent's stderr
-    // reaches nobody when it came over SSH.
-    set_throttled_log_sink([this](const std::string& line) { send(NoticeMsg{line}); });
     stop_signals.async_wait([this](auto ec, int sig) {
       if (!ec) on_launcher_gone("agent received " + signal_name(sig));
     });
@@ -149,6 +146,9 @@ struct Agent::Impl {
       words >> hello.ssh_client_address >> client_port >> hello.ssh_server_address >> server_port;
     }
     send(hello);
+    // From now on (hello comes first) the listeners' warnings about strangers go to hvrun, which prints
+    // them: this agent's stderr reaches nobody when it came over SSH.
+    set_throttled_log_sink([this](const std::string& line) { send(NoticeMsg{line}); });
     io.run();
     return state.exit_code();
   }

@@ -116,7 +116,7 @@ TEST_CASE("open files limit: raised for hvrun, the user's own for an agent comma
   fs::remove_all(dir);
 }
 
-TEST_CASE("open files limit: the agent raises its own to the hard limit; its ranks get the user's back",
+TEST_CASE("open files limit: the agent raises its own to the hard limit, its ranks get the user's back",
           "[integration]") {
   rlimit now{};
   REQUIRE(::getrlimit(RLIMIT_NOFILE, &now) == 0);

@@ -98,7 +98,7 @@ int lines_with(const std::string& text, const std::vector<std::string>& parts) {
 }  // namespace
 
 TEST_CASE("a flood of 3,000 connections on each port of an agent, from another user on a job host, costs a "
-          "restarting job nothing; the agent's descriptors stay bounded; refusals are logged with counts",
+          "restarting job nothing, the agent's descriptors stay bounded, refusals are logged with counts",
           "[lab][flood]") {
   HVRUN_SKIP_WITHOUT_LAB();
   if (!fs::exists("/usr/bin/python3")) {
