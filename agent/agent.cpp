@@ -51,6 +51,7 @@
 #include "agent/prober.hpp"
 #include "agent/rendezvous_knock.hpp"
 #include "common/horovod_rendezvous.hpp"
+#include "common/throttled_log.hpp"
 #include "agent/store_server.hpp"
 #include "agent/rank_process.hpp"
 #include "hvrun/version.hpp"
@@ -112,6 +113,7 @@ struct Agent::Impl {
   // Every rank has had SIGKILL when the loop ends (a shutdown, the launcher gone); one not dead yet (in
   // uninterruptible sleep) is not waited for: init reaps it once the agent has exited.
   ~Impl() {
+    set_throttled_log_sink({});  // the listeners' last counts, said as they go, to the agent's stderr
     for (Child& p : processes) p.kill_without_waiting();
   }
 
@@ -144,6 +146,9 @@ struct Agent::Impl {
       words >> hello.ssh_client_address >> client_port >> hello.ssh_server_address >> server_port;
     }
     send(hello);
+    // From now on (hello comes first) the listeners' warnings about strangers go to hvrun, which prints
+    // them: this agent's stderr reaches nobody when it came over SSH.
+    set_throttled_log_sink([this](const std::string& line) { send(NoticeMsg{line}); });
     io.run();
     return state.exit_code();
   }

@@ -3,16 +3,16 @@
 #include <utility>  // before Asio: docs/DESIGN.md §8
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/ip/v6_only.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 #include <optional>
-#include <spdlog/spdlog.h>
 
 #include "common/error.hpp"
 #include "common/frame_codec.hpp"
 #include "common/job_secret.hpp"
+#include "common/local_hostname.hpp"
 #include "common/probe_message.hpp"
+#include "common/stranger_gate.hpp"
+#include "common/tcp_listener.hpp"
 
 namespace hvrun {
 
@@ -21,12 +21,12 @@ using tcp = asio::ip::tcp;
 
 namespace {
 
-// One probe connection: read one small request within kPatience, answer, close.
+// One probe connection: read one small request within kPatience (the gate's deadline), answer, close.
 struct ProbeSession : std::enable_shared_from_this<ProbeSession> {
-  explicit ProbeSession(tcp::socket s) : socket(std::move(s)), timer(socket.get_executor()), decoder("prober") {}
+  explicit ProbeSession(tcp::socket s) : socket(std::move(s)), decoder("prober") {}
 
   tcp::socket socket;
-  asio::steady_timer timer;
+  StrangerGate::Pass pass;  // every probe connection is a stranger's until it is closed
   FrameDecoder decoder;
   std::array<char, 512> buffer{};
   std::string reply;
@@ -34,47 +34,42 @@ struct ProbeSession : std::enable_shared_from_this<ProbeSession> {
 
   void close() {
     boost::system::error_code ignored;
-    timer.cancel();
     socket.close(ignored);
+    pass.release();
   }
 };
 
 }  // namespace
 
 struct ProbeListener::Impl : std::enable_shared_from_this<ProbeListener::Impl> {
-  explicit Impl(asio::io_context& io) : acceptor(io) {
-    boost::system::error_code ec;
-    acceptor.open(tcp::v6(), ec);
-    if (!ec) {
-      acceptor.set_option(boost::asio::ip::v6_only(false), ec);
-      acceptor.bind(tcp::endpoint(tcp::v6(), 0), ec);
-    }
-    if (ec) {  // no IPv6 on this host: IPv4 only
-      acceptor.close(ec);
-      acceptor.open(tcp::v4());
-      acceptor.bind(tcp::endpoint(tcp::v4(), 0));
-    }
-    acceptor.listen(64);
+  explicit Impl(asio::io_context& io)
+      : listener(std::make_shared<TcpListener>(io, "probe listener", LogSubsys::kNic)),
+        gate(std::make_shared<StrangerGate>(io, "the probe port on " + local_hostname(), LogSubsys::kNic,
+                                            kStrangerLimits)) {
+    if (listener->listen(tcp::endpoint(tcp::v6(), 0), true))  // no IPv6 on this host: IPv4 only
+      if (const auto ec = listener->listen(tcp::endpoint(tcp::v4(), 0), false))
+        throw Error("probe listener: cannot listen on every address: " + ec.message());
   }
 
-  tcp::acceptor acceptor;
+  std::shared_ptr<TcpListener> listener;
+  std::shared_ptr<StrangerGate> gate;
   std::optional<JobSecret> secret;
   int host_index = -1;
   std::string hostname;
 
-  void accept() {
-    acceptor.async_accept([self = shared_from_this()](auto ec, tcp::socket socket) {
-      if (ec == asio::error::operation_aborted) return;
-      if (!ec) self->serve(std::make_shared<ProbeSession>(std::move(socket)));
-      self->accept();
+  void start() {
+    listener->start([weak = weak_from_this()](tcp::socket socket) {
+      if (auto self = weak.lock()) self->serve(std::make_shared<ProbeSession>(std::move(socket)));
     });
   }
 
   void serve(std::shared_ptr<ProbeSession> s) {
     if (!secret) return s->close();  // not part of a job yet: nothing to prove
-    s->timer.expires_after(kPatience);
-    s->timer.async_wait([s](auto ec) {
-      if (!ec) s->close();  // silent or too slow
+    boost::system::error_code ec;
+    const auto peer = s->socket.remote_endpoint(ec);
+    if (ec) return s->close();
+    s->pass = gate->admit(peer.address(), [weak = std::weak_ptr<ProbeSession>(s)](const std::string&) {
+      if (auto session = weak.lock()) session->close();  // silent, too slow, or crowded out
     });
     read(std::move(s));
   }
@@ -100,19 +95,18 @@ struct ProbeListener::Impl : std::enable_shared_from_this<ProbeListener::Impl> {
   }
 };
 
-ProbeListener::ProbeListener(asio::io_context& io) : impl_(std::make_shared<Impl>(io)) { impl_->accept(); }
+ProbeListener::ProbeListener(asio::io_context& io) : impl_(std::make_shared<Impl>(io)) { impl_->start(); }
 
-ProbeListener::~ProbeListener() {
-  boost::system::error_code ignored;
-  impl_->acceptor.close(ignored);
-}
+ProbeListener::~ProbeListener() { impl_->listener->close(); }
 
-std::uint16_t ProbeListener::port() const { return impl_->acceptor.local_endpoint().port(); }
+std::uint16_t ProbeListener::port() const { return impl_->listener->port(); }
 
 void ProbeListener::identify(const JobSecret& secret, int host_index, std::string hostname) {
   impl_->secret = secret;
   impl_->host_index = host_index;
   impl_->hostname = std::move(hostname);
 }
+
+std::size_t ProbeListener::waiting() const { return impl_->gate->waiting(); }
 
 }  // namespace hvrun

@@ -4,10 +4,18 @@
 // names this host's index in the job and proves membership with HMAC-SHA256(secret, nonce | index)
 // (probe_mac_input). Nothing else is accepted: a connection that is silent, sends garbage or too much
 // is closed within kPatience.
+//
+// Bounded for strangers (common/stranger_gate.hpp): every open probe connection counts, at most
+// kStrangerLimits.per_peer from one address and .total in all; over a bound the oldest is closed for the
+// new one; refusals are logged a few times with a count. A prober's probes to this host come from each of
+// its addresses and number at most this host's addresses each, so 64 from one address is a wide margin;
+// 1,024 in all covers a probe round of hundreds of hosts arriving together.
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
+
+#include "common/stranger_gate.hpp"
 
 namespace boost::asio {
 class io_context;
@@ -30,6 +38,10 @@ class ProbeListener {
 
   static constexpr std::chrono::milliseconds kPatience{2000};
   static constexpr std::size_t kMaxRequest = 1024;
+  static constexpr StrangerLimits kStrangerLimits{.per_peer = 64, .total = 1024, .deadline = kPatience};
+
+  // Probe connections open now (for tests).
+  std::size_t waiting() const;
 
  private:
   struct Impl;

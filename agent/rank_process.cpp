@@ -4,6 +4,8 @@
 
 #include <cerrno>
 
+#include "common/open_files_limit.hpp"
+
 namespace hvrun {
 
 namespace {
@@ -35,6 +37,8 @@ RankProcess spawn_rank(const RankSpawnSpec& spec) {
                             ChildStream::pipe("stderr of a rank")},
                   .own_group = true,
                   .death_signal = SIGKILL,  // when the agent dies, even by SIGKILL
+                  // The soft open files limit the agent was started with: the user's, not the raised one.
+                  .open_files = open_files_limit_for_children(),
                   .start_by = StartBy::kFork,
                   .what = spec.argv[0]};
   Child started;

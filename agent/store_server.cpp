@@ -14,11 +14,12 @@
 #include <unordered_set>
 #include <vector>
 
-#include "common/duration_text.hpp"
 #include "common/io_sizes.hpp"
 #include "common/error.hpp"
 #include "common/frame_codec.hpp"
 #include "common/invariant.hpp"
+#include "common/local_hostname.hpp"
+#include "common/stranger_gate.hpp"
 #include "common/tcp_listener.hpp"
 #include "common/log.hpp"
 
@@ -47,11 +48,16 @@ struct StoreServerState : std::enable_shared_from_this<StoreServerState> {
   StoreServerState(asio::io_context& io, std::string t, StoreServerOptions o)
       : io(io),
         listener(std::make_shared<TcpListener>(io, "store", LogSubsys::kStore)),
+        gate(std::make_shared<StrangerGate>(io, "the store on " + local_hostname(), LogSubsys::kStore,
+                                            StrangerLimits{.per_peer = o.max_unauthenticated_per_peer,
+                                                           .total = o.max_unauthenticated,
+                                                           .deadline = o.auth_timeout})),
         token(std::move(t)),
         options(o) {}
 
   asio::io_context& io;
   std::shared_ptr<TcpListener> listener;
+  std::shared_ptr<StrangerGate> gate;
   std::string token;
   StoreServerOptions options;
   std::unordered_map<std::string, std::string> data;
@@ -67,24 +73,24 @@ struct StoreServerState : std::enable_shared_from_this<StoreServerState> {
 
 class StoreSession : public std::enable_shared_from_this<StoreSession> {
  public:
-  StoreSession(std::shared_ptr<StoreServerState> server, tcp::socket socket, std::string peer)
+  StoreSession(std::shared_ptr<StoreServerState> server, tcp::socket socket, std::string peer,
+              std::string peer_address)
       : server_(std::move(server)),
         socket_(std::move(socket)),
         timer_(server_->io),
         peer_(std::move(peer)),
+        peer_address_(std::move(peer_address)),
         decoder_(peer_, store::kMaxUnauthenticatedMessage) {}
 
-  void start() {
+  // `pass`: this connection's place among the unauthenticated ones, held until it authenticates.
+  void start(StrangerGate::Pass pass) {
+    pass_ = std::move(pass);
     boost::system::error_code ignored;
     socket_.set_option(tcp::no_delay(true), ignored);
     nonce_ = store::random_nonce();
     store::Message hello{.kind = store::Kind::kHello, .number = store::kProtocolVersion};
     hello.data = nonce_;
     send(hello);
-    arm_timer(server_->options.auth_timeout, [](StoreSession& s) {
-      if (!s.authenticated_)
-        s.close("did not authenticate within " + seconds_text(s.server_->options.auth_timeout), false);
-    });
     read_more();
   }
 
@@ -101,6 +107,7 @@ class StoreSession : public std::enable_shared_from_this<StoreSession> {
     timer_.cancel();
     socket_.close(ignored);
     out_.clear();
+    pass_.release();
     // Last: this may drop the server's reference to us; handlers in flight hold their own.
     server_->sessions.erase(shared_from_this());
   }
@@ -213,13 +220,12 @@ class StoreSession : public std::enable_shared_from_this<StoreSession> {
       r.data = "authentication failed: wrong store token (HVRUN_STORE_TOKEN of another job?)";
       closing_ = true;
       send(r);
-      return log_of(LogSubsys::kStore).warn("store: refused a connection from {}: wrong token", peer_);
+      return server_->gate->note_refusal(peer_address_, "a wrong store token: HVRUN_STORE_TOKEN of another job?");
     }
     if (m.data2.size() != store::kNonceSize) throw ProtocolError(peer_ + ": authentication without a nonce");
     authenticated_ = true;
+    pass_.release();  // no longer a stranger: not bounded, no authentication deadline
     decoder_.set_max_payload(store::kMaxMessage);
-    timer_generation_++;  // the authentication deadline no longer applies
-    timer_.cancel();
     store::Message ok{.kind = store::Kind::kAuthOk};
     ok.data = store::server_proof(server_->token, m.data2);
     send(ok);
@@ -314,6 +320,8 @@ class StoreSession : public std::enable_shared_from_this<StoreSession> {
   asio::steady_timer timer_;
   std::uint64_t timer_generation_ = 0;
   std::string peer_;
+  std::string peer_address_;  // for the gate's log lines: the address alone
+  StrangerGate::Pass pass_;
   FrameDecoder decoder_;
   std::array<char, kIoChunk> buffer_{};
   std::deque<std::string> out_;
@@ -330,10 +338,14 @@ class StoreSession : public std::enable_shared_from_this<StoreSession> {
 void StoreServerState::accept(tcp::socket socket) {
   boost::system::error_code peer_ec;
   const auto remote = socket.remote_endpoint(peer_ec);
-  const std::string peer = peer_ec ? std::string("an unknown peer") : endpoint_text(remote);
-  auto session = std::make_shared<StoreSession>(shared_from_this(), std::move(socket), peer);
+  if (peer_ec) return;  // already gone: the socket closes here
+  auto session = std::make_shared<StoreSession>(shared_from_this(), std::move(socket), endpoint_text(remote),
+                                                StrangerGate::address_text(remote.address()));
   sessions.insert(session);
-  session->start();
+  auto pass = gate->admit(remote.address(), [weak = std::weak_ptr<StoreSession>(session)](const std::string& why) {
+    if (auto s = weak.lock()) s->close(why, false);
+  });
+  session->start(std::move(pass));
 }
 
 void StoreServerState::notify(const std::string& key) {
@@ -397,6 +409,8 @@ void StoreServer::close() {
 }
 
 std::size_t StoreServer::connection_count() const { return state_->sessions.size(); }
+std::size_t StoreServer::unauthenticated_count() const { return state_->gate->waiting(); }
+std::uint64_t StoreServer::refused_count() const { return state_->gate->dropped(); }
 std::size_t StoreServer::key_count() const { return state_->data.size(); }
 
 }  // namespace hvrun

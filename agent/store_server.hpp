@@ -6,7 +6,8 @@
 //
 // Guarantees: every connection proves it holds the job token before any operation (HMAC challenge,
 // constant-time compare); garbage, oversized frames, a wrong token or silence past the authentication
-// deadline close that connection only; a waiting get or wait is woken by the set that completes it (no
+// deadline close that connection only; connections not yet authenticated are bounded per source
+// address and in all (StoreServerOptions), and the refusals logged a few times with a count; a waiting get or wait is woken by the set that completes it (no
 // polling) and answered with the missing keys when its deadline passes; memory per connection is bounded
 // by one message in each direction (store::kMaxMessage).
 #include <chrono>
@@ -28,6 +29,12 @@ struct StoreServerState;  // the listener, the map and the connections; store_se
 struct StoreServerOptions {
   // A connection that has not authenticated by then is closed.
   std::chrono::milliseconds auth_timeout = store::kDefaultAuthTimeout;
+  // Unauthenticated connections at once (common/stranger_gate.hpp: over a bound, the oldest is closed
+  // for the new one), clamped to a quarter of the open files limit. Every rank of the job connects to
+  // this store, all at once at a start or restart: 1,024 ranks on one host (the most a host runs) and
+  // 4,096 in all are taken together without one being closed, however slowly they authenticate.
+  std::size_t max_unauthenticated_per_peer = 1024;
+  std::size_t max_unauthenticated = 4096;
 };
 
 class StoreServer {
@@ -48,6 +55,9 @@ class StoreServer {
   // For tests and diagnostics: open connections, and keys held.
   std::size_t connection_count() const;
   std::size_t key_count() const;
+  std::size_t unauthenticated_count() const;
+  // Connections closed unauthenticated (over a bound, past the deadline) or refused a wrong token.
+  std::uint64_t refused_count() const;
 
  private:
   std::shared_ptr<StoreServerState> state_;

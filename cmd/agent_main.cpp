@@ -17,6 +17,7 @@
 #include "agent/agent.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "common/open_files_limit.hpp"
 #include "common/user_message.hpp"
 #include "hvrun/version.hpp"
 
@@ -72,6 +73,10 @@ int main(int argc, char** argv) {
     std::cerr << "hvrun-agent: OPENSSL_init_crypto failed\n";
     return 1;
   }
+  // Its listeners take connections from anyone on the network (bounded per listener to a quarter of the
+  // limit, common/stranger_gate.hpp): raise the soft limit to the hard one, before any thread starts.
+  // Ranks get the original back (spawn_rank).
+  hvrun::raise_open_files_limit();
   try {
     // Duplicate stdin/stdout for the channel and point the originals at safe places, so nothing
     // else the agent links can write into the protocol stream.

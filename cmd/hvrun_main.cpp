@@ -11,7 +11,7 @@
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "common/user_message.hpp"
-#include "launcher/base/open_files_limit.hpp"
+#include "common/open_files_limit.hpp"
 #include "launcher/cli/launch_options.hpp"
 #include "launcher/cli/log_choice.hpp"
 #include "launcher/job/elastic_job.hpp"
@@ -38,7 +38,7 @@ int run(int argc, char** argv) {
     hvrun::CliResult cli = hvrun::parse_command_line(argc, argv);
     if (cli.action == hvrun::CliAction::kExit) return cli.exit_code;
     hvrun::set_log_threshold(cli.options.log_level, cli.options.log_subsys);
-    // A few descriptors per host: raise the soft limit, before any thread starts (launcher/base/open_files_limit.hpp).
+    // A few descriptors per host: raise the soft limit, before any thread starts (common/open_files_limit.hpp).
     hvrun::raise_open_files_limit();
     // --nproc-per-node gpu|cpu|auto: every host's count is its slots, learnt before the plan is made.
     hvrun::take_device_census(cli.options);

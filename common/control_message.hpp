@@ -68,6 +68,13 @@ struct KnockResultMsg {
   std::string detail;
 };
 
+// agent → launcher, at any time after the job message: a warning for the user about what strangers did
+// to the agent's listeners (common/throttled_log.hpp: said a few times with a count), which hvrun
+// prints on its stderr; an agent's own stderr reaches nobody when it came over SSH.
+struct NoticeMsg {
+  std::string text;
+};
+
 // An address of another host for this agent to probe.
 struct ProbeAddress {
   int host = 0;  // index of the host that should answer
@@ -262,7 +269,7 @@ inline constexpr std::size_t kOutputWindow = 1u << 20;
 using ControlMessage =
     std::variant<JobMsg, ReadyMsg, HeartbeatMsg, HelloMsg, ProbeRequestMsg, ProbeResultMsg, LaunchMsg, StartedMsg, ExitedMsg, FatalMsg, TerminateMsg, ShutdownMsg, OutputAckMsg,
                  HorovodRendezvousMsg, HorovodRendezvousReadyMsg, StacksRequestMsg, StacksMsg, FingerprintRequestMsg,
-                 FingerprintMsg, SyncCheckMsg, SyncNeedMsg, RestartMsg, RestartReadyMsg, KnockMsg, KnockResultMsg>;
+                 FingerprintMsg, SyncCheckMsg, SyncNeedMsg, RestartMsg, RestartReadyMsg, KnockMsg, KnockResultMsg, NoticeMsg>;
 
 // `interfaces` as HelloMsg carries them on the wire (every field of InterfaceInfo): the launcher's probe
 // cache keys on it, so a field added there changes the key with it.

@@ -19,7 +19,9 @@
 
 #include "common/error.hpp"
 #include "common/job_secret.hpp"
+#include "common/local_hostname.hpp"
 #include "common/log.hpp"
+#include "common/stranger_gate.hpp"
 #include "common/tcp_listener.hpp"
 
 namespace hvrun {
@@ -31,9 +33,6 @@ using tcp = asio::ip::tcp;
 
 namespace {
 
-// Refused connections are logged one by one up to this many, then only counted: a port scan must not
-// flood the agent's log.
-constexpr std::size_t kLoggedRefusals = 10;
 // Beyond the header, what the read buffer may hold: Beast moves body bytes through it in reads of at
 // most 64 KiB.
 constexpr std::size_t kReadSlack = 128 * 1024;
@@ -41,11 +40,14 @@ constexpr std::string_view kKnockTarget = "/hvrun/knock";
 // What a connection from an address not allowed may send: a knock's request line, a few headers, the token.
 constexpr std::size_t kKnockMaxHeader = 512;
 constexpr std::size_t kKnockMaxBody = HorovodRendezvous::kKnockTokenSize;
-// Strangers' connections have their own small bound and a short deadline: whoever can reach the port
-// while a knock is expected must not crowd out the workers, whose connections the main bound counts.
-// An agent's knock is one small request sent as soon as it connects.
-constexpr std::size_t kKnockMaxStrangers = 64;
-constexpr std::chrono::milliseconds kKnockRequestTimeout{2000};
+// Strangers' connections have their own small bounds and a short deadline (common/stranger_gate.hpp:
+// over a bound the oldest is closed for the new one): whoever can reach the port while a knock is
+// expected must not crowd out the workers, whose connections the main bound counts, nor the knocks.
+// An agent's knock is one small request sent as soon as it connects, one per joining host.
+// Idle connections of allowed peers from one address: a host's ranks all reach the rendezvous at once
+// at a start, up to 1,024 of them.
+constexpr std::size_t kIdlePerPeer = 1024;
+constexpr StrangerLimits kKnockStrangerLimits{.per_peer = 8, .total = 64, .deadline = std::chrono::milliseconds(2000)};
 
 }  // namespace
 
@@ -56,17 +58,27 @@ class HttpSession;
 struct HorovodRendezvousState : std::enable_shared_from_this<HorovodRendezvousState> {
   HorovodRendezvousState(asio::io_context& io, HorovodRendezvousOptions o)
       : listener(std::make_shared<TcpListener>(io, "horovod rendezvous", LogSubsys::kRendezvous)),
-        options(std::move(o)) {}
+        gate(std::make_shared<StrangerGate>(io, "the Horovod rendezvous on " + local_hostname(),
+                                            LogSubsys::kRendezvous, kKnockStrangerLimits)),
+        options(std::move(o)) {
+    // Every connection holds a descriptor: keep the bound within this process's share of them.
+    options.limits.max_connections =
+        std::max<std::size_t>(1, std::min(options.limits.max_connections, StrangerGate::descriptor_budget()));
+    idle_gate = std::make_shared<StrangerGate>(
+        io, "the Horovod rendezvous on " + local_hostname(), LogSubsys::kRendezvous,
+        StrangerLimits{.per_peer = kIdlePerPeer, .total = options.limits.max_connections,
+                       .deadline = options.limits.request_timeout});
+  }
 
   std::shared_ptr<TcpListener> listener;
   std::vector<std::shared_ptr<TcpListener>> more_listeners;  // listen_also
+  std::shared_ptr<StrangerGate> gate;       // connections that may only knock
+  std::shared_ptr<StrangerGate> idle_gate;  // allowed peers' connections waiting for their next request
   HorovodRendezvousOptions options;
   std::unordered_map<std::string, std::string> data;
   std::size_t total = 0;  // sum of the sizes of data's keys and values
   std::unordered_set<std::shared_ptr<HttpSession>> sessions;
   std::vector<std::pair<std::string, std::function<void(const std::string&)>>> knocks;  // expect_knock
-  std::size_t strangers = 0;  // sessions that may only knock
-  std::size_t refused = 0;
   bool closed = false;
 
   void accept(tcp::socket socket);
@@ -76,7 +88,7 @@ struct HorovodRendezvousState : std::enable_shared_from_this<HorovodRendezvousSt
   // The knock callback of `token` (spent), or nothing when no expected token matches; every expected
   // token is compared in constant time.
   std::function<void(const std::string&)> take_knock(std::string_view token);
-  void refuse(const std::string& peer, const std::string& why);
+  void refuse(const tcp::endpoint& peer, const std::string& why);
   void erase(const std::string& key);
 };
 
@@ -89,11 +101,13 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
         buffer_(knock_only ? kKnockMaxHeader + kKnockMaxBody : server_->options.limits.max_header + kReadSlack),
         peer_(std::move(peer)),
         peer_address_(std::move(peer_address)),
-        knock_only_(knock_only) {
-    if (knock_only_) ++server_->strangers;
-  }
+        knock_only_(knock_only) {}
 
-  void start() { read(); }
+  // `pass`: a stranger's place among those that may only knock (none for an allowed peer).
+  void start(StrangerGate::Pass pass) {
+    pass_ = std::move(pass);
+    read();
+  }
 
   void close(const std::string& why) {
     if (closed_) return;
@@ -110,15 +124,21 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
  private:
   const HorovodRendezvousLimits& limits() const { return server_->options.limits; }
   std::chrono::milliseconds request_timeout() const {
-    return knock_only_ ? std::min(kKnockRequestTimeout, limits().request_timeout) : limits().request_timeout;
+    return knock_only_ ? std::min(kKnockStrangerLimits.deadline, limits().request_timeout) : limits().request_timeout;
   }
   void no_longer_stranger() {
-    if (!knock_only_) return;
     knock_only_ = false;
-    --server_->strangers;
+    pass_.release();
   }
 
   void read() {
+    // Between requests a worker's connection is as anonymous as a stranger's (Horovod's client sends no
+    // credential): idle ones are bounded per address and in all, the oldest closed for the new one.
+    if (!knock_only_ && !pass_.held())
+      pass_ = server_->idle_gate->admit(asio::ip::make_address(peer_address_),
+                                        [weak = weak_from_this()](const std::string& why) {
+                                          if (auto self = weak.lock()) self->close(why);
+                                        });
     parser_.emplace();
     parser_->header_limit(static_cast<std::uint32_t>(knock_only_ ? kKnockMaxHeader : limits().max_header));
     parser_->body_limit(knock_only_ ? kKnockMaxBody : limits().max_value);
@@ -136,6 +156,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
       if (ec == beast::error::timeout)
         return self->close("no whole request within " + std::to_string(self->request_timeout().count()) + " ms");
       if (ec) return self->close(ec.message());
+      if (!self->knock_only_) self->pass_.release();  // a whole request: no longer idle
       self->handle(self->parser_->release());
     });
   }
@@ -274,6 +295,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   http::response<http::string_body> response_;
   std::string peer_;
   std::string peer_address_;  // its IPv4 address alone
+  StrangerGate::Pass pass_;
   bool knock_only_;           // a peer not allowed, while a knock is expected
   bool closed_ = false;
 };
@@ -283,10 +305,16 @@ void HorovodRendezvousState::accept(tcp::socket socket) {
   const auto remote = socket.remote_endpoint(peer_ec);
   const Admission admission = peer_ec ? Admission::kRefused : admit(remote);
   if (admission != Admission::kRefused) {
+    const bool knock_only = admission == Admission::kKnockOnly;
     auto session = std::make_shared<HttpSession>(shared_from_this(), std::move(socket), endpoint_text(remote),
-                                                 remote.address().to_string(), admission == Admission::kKnockOnly);
+                                                 remote.address().to_string(), knock_only);
     sessions.insert(session);
-    session->start();
+    StrangerGate::Pass pass;
+    if (knock_only)
+      pass = gate->admit(remote.address(), [weak = std::weak_ptr<HttpSession>(session)](const std::string& why) {
+        if (auto s = weak.lock()) s->close(why);
+      });
+    session->start(std::move(pass));
   } else {
     boost::system::error_code ignored;
     socket.close(ignored);  // unanswered: a stranger learns nothing of the keys
@@ -297,15 +325,11 @@ HorovodRendezvousState::Admission HorovodRendezvousState::admit(const tcp::endpo
   const std::string address = peer.address().to_string();
   const bool allowed = options.allowed_peers.contains(address);
   if (!allowed && knocks.empty()) {
-    refuse(endpoint_text(peer), "not an address of the job's hosts");
-    return Admission::kRefused;
-  }
-  if (!allowed && strangers >= kKnockMaxStrangers) {
-    refuse(endpoint_text(peer), std::to_string(strangers) + " connections that may only knock already open (the bound)");
+    refuse(peer, "not an address of the job's hosts");
     return Admission::kRefused;
   }
   if (sessions.size() >= options.limits.max_connections) {
-    refuse(endpoint_text(peer), std::to_string(sessions.size()) + " connections already open (the bound)");
+    refuse(peer, "over the limit of " + count_text(options.limits.max_connections) + " open connections");
     return Admission::kRefused;
   }
   return allowed ? Admission::kFull : Admission::kKnockOnly;
@@ -323,11 +347,8 @@ std::function<void(const std::string&)> HorovodRendezvousState::take_knock(std::
   return found;
 }
 
-void HorovodRendezvousState::refuse(const std::string& peer, const std::string& why) {
-  if (++refused <= kLoggedRefusals)
-    log_of(LogSubsys::kRendezvous)
-        .warn("horovod rendezvous: refused a connection from {}: {}{}", peer, why,
-              refused == kLoggedRefusals ? " (further refusals are not logged)" : "");
+void HorovodRendezvousState::refuse(const tcp::endpoint& peer, const std::string& why) {
+  gate->note_refusal(StrangerGate::address_text(peer.address()), why);
 }
 
 void HorovodRendezvousState::erase(const std::string& key) {
@@ -416,6 +437,8 @@ void HorovodRendezvous::close() {
 
 std::size_t HorovodRendezvous::key_count() const { return state_->data.size(); }
 std::size_t HorovodRendezvous::connection_count() const { return state_->sessions.size(); }
-std::size_t HorovodRendezvous::refused_count() const { return state_->refused; }
+std::size_t HorovodRendezvous::refused_count() const {
+  return state_->gate->dropped() + state_->idle_gate->dropped();
+}
 
 }  // namespace hvrun

@@ -19,6 +19,13 @@
 // really arrives from, and only by proving it holds the token. While a knock is expected, a
 // connection from an address not allowed is read for that one request (header and body bounded to a
 // few hundred bytes) and closed unanswered for anything else.
+//
+// Bounded for strangers (common/stranger_gate.hpp): connections that may only knock, at most 8 from
+// one address and 64 in all, each for at most 2 s; over a bound the oldest is closed for the new one,
+// so a flood cannot keep a joining host's knock out. An allowed peer's connection waiting for its next
+// request is bounded the same way: 1,024 from one address (a host's ranks, all at once at a start) and
+// max_connections in all, within request_timeout. Refused connections are logged a few times with a
+// count, by address.
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -43,7 +50,9 @@ struct HorovodRendezvousLimits {
   std::size_t max_value = 16u << 20;               // one PUT body
   std::size_t max_keys = 1u << 20;                 // keys held at once
   std::size_t max_total = std::size_t{1} << 30;    // sum of keys' and values' sizes held at once
-  std::size_t max_connections = 4096;              // open at once; more are closed unanswered
+  // Open at once; more are closed unanswered. Clamped to a quarter of the open files limit (which the
+  // agent and hvrun raise to the hard limit at start): 4,096 takes 1,024 ranks on each of 4 hosts at once.
+  std::size_t max_connections = 4096;
   std::chrono::milliseconds request_timeout{10000};  // to send a whole request, and to take the reply
 };
 
@@ -104,7 +113,9 @@ class HorovodRendezvous {
   // For tests and diagnostics.
   std::size_t key_count() const;
   std::size_t connection_count() const;
-  std::size_t refused_count() const;  // connections from peers not allowed, or over the connection bound
+  // Connections refused (peers not allowed, over the connection bound) or closed as strangers (over a
+  // bound, past the deadline).
+  std::size_t refused_count() const;
 
  private:
   std::shared_ptr<HorovodRendezvousState> state_;

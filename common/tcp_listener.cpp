@@ -1,7 +1,9 @@
 #include "common/tcp_listener.hpp"
 
 #include <boost/asio/ip/v6_only.hpp>
+#include <algorithm>
 
+#include "common/local_hostname.hpp"
 #include "common/log.hpp"
 
 namespace hvrun {
@@ -10,7 +12,11 @@ namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 
 TcpListener::TcpListener(asio::io_context& io, std::string what, LogSubsys subsys)
-    : acceptor_(io), retry_timer_(io), what_(std::move(what)), subsys_(subsys) {}
+    : acceptor_(io),
+      retry_timer_(io),
+      what_(std::move(what)),
+      subsys_(subsys),
+      errors_log_(std::make_shared<ThrottledLog>(io, subsys)) {}
 
 boost::system::error_code TcpListener::listen(const Endpoint& ep, bool dual_stack) {
   boost::system::error_code ec;
@@ -36,13 +42,23 @@ void TcpListener::accept() {
   acceptor_.async_accept([self = shared_from_this()](auto ec, tcp::socket socket) {
     if (self->closed_) return;
     if (ec) {
-      log_of(self->subsys_).warn("{}: accept failed: {}", self->what_, ec.message());
-      self->retry_timer_.expires_after(std::chrono::milliseconds(100));
+      ++self->accept_errors_;
+      self->pause_ = self->pause_.count() == 0 ? kFirstPause : std::min(self->pause_ * 2, kLongestPause);
+      const std::string error = ec.message();
+      self->errors_log_->note(error, [what = self->what_, error, endpoint = endpoint_text(self->local_endpoint())](
+                                         std::uint64_t n) {
+        return what + " on " + local_hostname() + " (" + endpoint + "): accepting a connection failed" +
+               (n == 1 ? std::string() : " " + count_text(n) + " times") + ": " + error +
+               " (retrying after a pause of up to " + std::to_string(kLongestPause.count()) +
+               " ms; if this is 'Too many open files', raise the hard open files limit, ulimit -Hn)";
+      });
+      self->retry_timer_.expires_after(self->pause_);
       self->retry_timer_.async_wait([self](auto wait_ec) {
         if (!wait_ec && !self->closed_) self->accept();
       });
       return;
     }
+    self->pause_ = std::chrono::milliseconds(0);
     self->on_accept_(std::move(socket));
     if (!self->closed_) self->accept();  // on_accept may have closed the server
   });

@@ -1,16 +1,21 @@
 #pragma once
 // The listening socket of a server that runs inside an existing single-threaded io_context (the job's
-// store, Horovod's rendezvous): open, bind, listen, then accept until closed. An accept error (out of
-// descriptors) is logged and retried after 100 ms, so the loop neither spins nor stops.
+// store, Horovod's rendezvous, the agent's probe port): open, bind, listen, then accept until closed. An
+// accept error (EMFILE, ENFILE, ENOBUFS: out of descriptors or memory) is retried after a pause that
+// doubles from kFirstPause to kLongestPause while the errors go on, so the loop neither spins nor stops;
+// the errors are logged a few times with a count (ThrottledLog), not once each.
 #include <utility>  // before Asio: docs/DESIGN.md §8
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
 
 #include "common/log.hpp"
+#include "common/throttled_log.hpp"
 
 namespace hvrun {
 
@@ -34,6 +39,12 @@ class TcpListener : public std::enable_shared_from_this<TcpListener> {
   std::uint16_t port() const;
   Endpoint local_endpoint() const;
 
+  static constexpr std::chrono::milliseconds kFirstPause{10};
+  static constexpr std::chrono::milliseconds kLongestPause{1000};
+  // Accept errors since the start, and the pause before the next retry (for tests).
+  std::uint64_t accept_errors() const { return accept_errors_; }
+  std::chrono::milliseconds pause() const { return pause_; }
+
  private:
   void accept();
 
@@ -42,6 +53,9 @@ class TcpListener : public std::enable_shared_from_this<TcpListener> {
   std::string what_;
   LogSubsys subsys_;
   std::function<void(Socket)> on_accept_;
+  std::shared_ptr<ThrottledLog> errors_log_;
+  std::uint64_t accept_errors_ = 0;
+  std::chrono::milliseconds pause_{0};  // 0 after a successful accept
   bool closed_ = false;
 };
 

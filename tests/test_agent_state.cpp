@@ -143,7 +143,8 @@ TEST_CASE("agent state: messages that only the launcher receives are refused", "
                                       ControlMessage{hvrun::ExitedMsg{}}, ControlMessage{hvrun::FatalMsg{}},
                                       ControlMessage{hvrun::HorovodRendezvousReadyMsg{}},
                                       ControlMessage{hvrun::FingerprintMsg{}},
-                                      ControlMessage{hvrun::RestartReadyMsg{}}, ControlMessage{hvrun::KnockResultMsg{}});
+                                      ControlMessage{hvrun::RestartReadyMsg{}}, ControlMessage{hvrun::KnockResultMsg{}},
+                                      ControlMessage{hvrun::NoticeMsg{}});
   AgentState s;
   s.on_message(hvrun::JobMsg{});
   CHECK_THROWS_MATCHES(s.on_message(msg), ProtocolError, Catch::Message("launcher: unexpected control message"));

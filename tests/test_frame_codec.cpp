@@ -111,6 +111,8 @@ TEST_CASE("control messages round-trip and reject malformed input", "[wire]") {
   CHECK_FALSE(knocked.ok);
   CHECK(knocked.elapsed_ms == 12);
   CHECK(knocked.detail == "Connection refused");
+  const auto notice = std::get<NoticeMsg>(decode_control(encode_control(NoticeMsg{"refused 2,997 connections"}), "p"));
+  CHECK(notice.text == "refused 2,997 connections");
 
   for (const char* bad : {"", "{", "[]", R"({"type":7})", R"({"type":"nope"})", R"({"type":"exited","rank":"x"})",
                           R"({"type":"hello"})"}) {

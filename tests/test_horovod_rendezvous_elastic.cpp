@@ -185,7 +185,8 @@ TEST_CASE("horovod rendezvous: a knock with an expected token lets its source in
   CHECK(knocked_from->size() == 1);
 }
 
-TEST_CASE("horovod rendezvous: strangers that may only knock have their own small bound and a short deadline",
+TEST_CASE("horovod rendezvous: strangers that may only knock have their own small bounds and a short deadline, "
+          "and cannot keep a knock out",
           "[horovod_rendezvous]") {
   ServedRendezvous served({"192.0.2.7"});  // this test's 127.0.0.1 is a stranger
   const std::string token = HorovodRendezvous::new_knock_token();
@@ -195,34 +196,53 @@ TEST_CASE("horovod rendezvous: strangers that may only knock have their own smal
     return 0;
   });
   const auto count = [&] { return served.on_io([](HorovodRendezvous& s) { return s.connection_count(); }); };
+  const auto refused = [&] { return served.on_io([](HorovodRendezvous& s) { return s.refused_count(); }); };
 
-  // 64 silent strangers are held (far below the 4096 the workers' connections may use); the next is
-  // closed unanswered at once, so that strangers can never crowd the workers out.
+  // 8 silent strangers from one address are held (far below the 4096 the workers' connections may use);
+  // each further one from there closes the oldest, so that strangers can never crowd the workers out.
   std::vector<std::unique_ptr<HttpConnection>> silent;
-  for (int i = 0; i < 64; ++i) silent.push_back(std::make_unique<HttpConnection>(served.port()));
+  for (int i = 0; i < 8; ++i) silent.push_back(std::make_unique<HttpConnection>(served.port()));
   const auto until = Clock::now() + 5s;
-  while (count() < 64 && Clock::now() < until) std::this_thread::sleep_for(5ms);
-  REQUIRE(count() == 64);
-  const auto refused_before = served.on_io([](HorovodRendezvous& s) { return s.refused_count(); });
-  HttpConnection over(served.port());
-  over.send(request("PUT", "/hvrun/knock", token));
-  CHECK(over.closed());
-  CHECK(over.received().empty());
-  CHECK(served.on_io([](HorovodRendezvous& s) { return s.refused_count(); }) == refused_before + 1);
-  CHECK(*knocked == 0);
+  while (count() < 8 && Clock::now() < until) std::this_thread::sleep_for(5ms);
+  REQUIRE(count() == 8);
+  const auto refused_before = refused();
+  HttpConnection ninth(served.port());
+  CHECK(silent.front()->closed());
+  CHECK(silent.front()->received().empty());
+  CHECK(refused() == refused_before + 1);
+  CHECK(count() == 8);
+
+  // A knock from the same address as the flood still gets in (the oldest silent one makes room) and is
+  // answered.
+  CHECK(status_line(round_trip(served.port(), request("PUT", "/hvrun/knock", token))) == "HTTP/1.1 200 OK");
+  CHECK(*knocked == 1);
 
   // A silent stranger is let go after about 2 s, not the 10 s a worker's request may take.
   const auto start = Clock::now();
-  CHECK(silent.front()->closed());
+  CHECK(silent.back()->closed());
   CHECK(Clock::now() - start < 6s);
   silent.clear();
   const auto drained = Clock::now() + 5s;
   while (count() > 0 && Clock::now() < drained) std::this_thread::sleep_for(5ms);
   CHECK(count() == 0);
+}
 
-  // With the strangers gone, the knock is answered.
-  CHECK(status_line(round_trip(served.port(), request("PUT", "/hvrun/knock", token))) == "HTTP/1.1 200 OK");
-  CHECK(*knocked == 1);
+TEST_CASE("horovod rendezvous: an allowed address's idle connections are bounded at 1,024, the oldest closed for "
+          "the new one, which is served",
+          "[horovod_rendezvous]") {
+  ServedRendezvous served({"127.0.0.1"});
+  const auto count = [&] { return served.on_io([](HorovodRendezvous& s) { return s.connection_count(); }); };
+  std::vector<std::unique_ptr<HttpConnection>> idle;
+  for (int i = 0; i < 1024; ++i) idle.push_back(std::make_unique<HttpConnection>(served.port()));
+  const auto until = Clock::now() + 10s;
+  while (count() < 1024 && Clock::now() < until) std::this_thread::sleep_for(5ms);
+  REQUIRE(count() == 1024);
+  HttpConnection newest(served.port());
+  CHECK(idle.front()->closed());
+  CHECK(idle.front()->received().empty());
+  newest.send(request("GET", "/global/missing", ""));
+  CHECK(status_line(newest.response()) == "HTTP/1.1 404 Not Found");
+  CHECK(served.on_io([](HorovodRendezvous& s) { return s.refused_count(); }) == 1);
 }
 
 TEST_CASE("rendezvous knock (agent): 200 is ok; a spent token, nobody listening, a silent listener are named",

@@ -1,7 +1,7 @@
 // hvrun raises its own soft limit on open files and gives the processes it starts the original one back
-// (launcher/base/open_files_limit.hpp): the local agent (forked) and the --rsh-agent/srun commands
-// (spawned through a shell that sets it). Each case is its own process under ctest ([integration]), so the raised
-// limit stays in it.
+// (common/open_files_limit.hpp): the local agent (forked) and the --rsh-agent/srun commands
+// (spawned through a shell that sets it); the agent raises its own and gives its ranks the original.
+// Each case is its own process under ctest ([integration]), so the raised limit stays in it.
 #include <catch2/catch.hpp>
 #include <poll.h>
 #include <sys/resource.h>
@@ -14,9 +14,10 @@
 
 #include "common/unique_fd.hpp"
 #include "hvrun/error.hpp"
-#include "launcher/base/open_files_limit.hpp"
+#include "common/open_files_limit.hpp"
 #include "launcher/start/command_agent.hpp"
 #include "launcher/start/local_agent.hpp"
+#include "tests/support/child_process.hpp"
 
 using namespace hvrun;
 using namespace std::chrono_literals;
@@ -113,4 +114,23 @@ TEST_CASE("open files limit: raised for hvrun, the user's own for an agent comma
     CHECK(read_line(local_channel.get()) == std::to_string(kUserLimit));
   }
   fs::remove_all(dir);
+}
+
+TEST_CASE("open files limit: the agent raises its own to the hard limit, its ranks get the user's back",
+          "[integration]") {
+  rlimit now{};
+  REQUIRE(::getrlimit(RLIMIT_NOFILE, &now) == 0);
+  if (now.rlim_max <= kUserLimit || now.rlim_max == RLIM_INFINITY) {
+    WARN("skipped: the hard open files limit (" << now.rlim_max << ") leaves nothing to raise above " << kUserLimit);
+    return;
+  }
+  // hvrun under `ulimit -Sn 256`; the rank prints its own soft limit and its parent's (the agent's).
+  const std::string user_limit = "--nofile=" + std::to_string(kUserLimit) + ":" + std::to_string(now.rlim_max);
+  auto r = test::run({"/usr/bin/prlimit", user_limit, test::hvrun_bin(), "-H", "localhost", "-np", "1", "sh", "-c",
+                      "echo rank=$(ulimit -Sn) agent=$(sed -n 's/^Max open files *\\([0-9]*\\).*/\\1/p' "
+                      "/proc/$PPID/limits)"},
+                     60s);
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("rank=" + std::to_string(kUserLimit) + " agent=" + std::to_string(now.rlim_max)));
 }

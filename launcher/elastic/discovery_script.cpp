@@ -4,7 +4,7 @@
 
 #include "common/child_process.hpp"
 #include "common/duration_text.hpp"
-#include "launcher/base/open_files_limit.hpp"
+#include "common/open_files_limit.hpp"
 #include "launcher/start/host_locality.hpp"
 
 namespace hvrun {

@@ -225,6 +225,9 @@ struct ElasticJob::Impl : JobCore<ElasticJob::Impl> {
     on_agent_closed(i, m.error);
   }
 
+  // What strangers did to the agent's listeners; the text names the host, the port and the peer.
+  void handle(std::size_t, NoticeMsg m) { spdlog::warn("{}", m.text); }
+
   void handle(std::size_t i, HeartbeatMsg m) {
     if (phase.started() && !phase.stopping())
       stall.heartbeat(static_cast<int>(workers->on(i).size()), m.cpu_ms, Clock::now());

@@ -12,7 +12,7 @@
 
 #include "common/child_process.hpp"
 #include "common/error.hpp"
-#include "launcher/base/open_files_limit.hpp"
+#include "common/open_files_limit.hpp"
 #include "common/program_path.hpp"
 
 namespace hvrun {

@@ -14,7 +14,7 @@
 #include "common/child_process.hpp"
 #include "common/duration_text.hpp"
 #include "common/error.hpp"
-#include "launcher/base/open_files_limit.hpp"
+#include "common/open_files_limit.hpp"
 #include "launcher/base/shell_quote.hpp"
 #include "launcher/ssh/openssh_config_index.hpp"
 

@@ -16,7 +16,7 @@
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "launcher/base/io_thread.hpp"
-#include "launcher/base/open_files_limit.hpp"
+#include "common/open_files_limit.hpp"
 #include "launcher/start/agent_check.hpp"
 
 namespace hvrun {

@@ -6,7 +6,7 @@
 #include <filesystem>
 
 #include "common/error.hpp"
-#include "launcher/base/open_files_limit.hpp"
+#include "common/open_files_limit.hpp"
 
 namespace hvrun {
 

@@ -18,9 +18,10 @@ void remove_user(const std::string& name) {
 NeighbourUser::NeighbourUser(const std::string& tag) : name_("hvnb-" + tag) {
   if (name_.size() > 32) name_.resize(32);  // useradd's limit on a user name
   if (::getpwnam(name_.c_str()) != nullptr) remove_user(name_);
-  const ChildResult made =
-      run({"/usr/sbin/useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", "--user-group", name_},
-          std::chrono::seconds(30));
+  // hvrun::test::run, not the member run() (which would run it as the user not yet made).
+  const ChildResult made = hvrun::test::run(
+      {"/usr/sbin/useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", "--user-group", name_},
+      std::chrono::seconds(30));
   if (made.exit_code != 0) throw std::runtime_error("useradd " + name_ + " failed: " + made.err);
   const passwd* pw = ::getpwnam(name_.c_str());
   if (pw == nullptr) {

@@ -1,4 +1,4 @@
-#include "launcher/base/open_files_limit.hpp"
+#include "common/open_files_limit.hpp"
 
 #include <atomic>
 #include <cerrno>

@@ -1,8 +1,10 @@
 #pragma once
-// hvrun's limit on open files (RLIMIT_NOFILE). hvrun holds a few descriptors per host (the channel, an
-// SSH socket or a command's socketpair and stderr pipe), so a job of hundreds of hosts needs more than
-// the usual soft limit of 1024 (it runs out at about 200 hosts, and at 12 under `ulimit -n 64`).
-// At start hvrun raises its soft limit to the hard limit. The processes it starts
+// hvrun's and the agent's limit on open files (RLIMIT_NOFILE). hvrun holds a few descriptors per host
+// (the channel, an SSH socket or a command's socketpair and stderr pipe), so a job of hundreds of hosts
+// needs more than the usual soft limit of 1024 (it runs out at about 200 hosts, and at 12 under
+// `ulimit -n 64`); the agent's listeners take connections from anyone on the network, bounded to a
+// quarter of the limit each (common/stranger_gate.hpp). At start both raise their soft limit to the
+// hard limit; the agent's ranks get the original back (ChildSpec::open_files). The processes it starts
 // (the local agent, --rsh-agent and srun commands, `ssh -G`, mpirun) get the user's original soft
 // limit back, as a plain shell or srun's PropagateResourceLimits would give them: ranks do not
 // inherit a raised limit they did not ask for.
