@@ -12,10 +12,10 @@
 #include <cstring>
 #include <map>
 #include <mutex>
-#include <random>
 #include <vector>
 
 #include "common/error.hpp"
+#include "common/job_secret.hpp"
 
 namespace hvrun {
 
@@ -38,11 +38,12 @@ std::string mode_text(mode_t mode) {
   return text;
 }
 
+// getrandom(2) through random_bytes: std::random_device would take arc4random from glibc 2.36, above the
+// agent's documented 2.35.
 std::string random_word() {
   static constexpr char kLetters[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-  std::random_device random;
   std::string word;
-  for (int i = 0; i < 6; ++i) word += kLetters[random() % (sizeof kLetters - 1)];
+  for (const char byte : random_bytes(6)) word += kLetters[static_cast<unsigned char>(byte) % (sizeof kLetters - 1)];
   return word;
 }
 
