@@ -76,7 +76,7 @@ TEST_CASE("agent check script: each place in order, quoted, the cached copy last
   CHECK((staged < first && first < search && search < cache));
   CHECK_THAT(s, Catch::EndsWith("\nhvrun_say none -\nexit 97\n"));
   // Checked and executed through the one open descriptor.
-  CHECK_THAT(s, Catch::Contains("stat -L -c '%u %a' /proc/self/fd/3") && Catch::Contains("sha256sum </proc/self/fd/3") &&
+  CHECK_THAT(s, Catch::Contains("stat -L -c '%u %a %d %i %s %y %z' /proc/self/fd/3") && Catch::Contains("sha256sum </proc/self/fd/3") &&
                     Catch::Contains("openssl dgst -sha256 -r </proc/self/fd/3") &&
                     Catch::Contains("exec /proc/self/fd/3"));
   plan.digest = "abc";
@@ -132,6 +132,51 @@ TEST_CASE("agent check script under dash and bash: runs the agent that passes, r
   }
   CHECK(place.check("/bin/sh", digest).out ==
         "hvrun-agent-check: run - " + (cache / "hvrun-agent").string() + "\nHVR1 ran\n");
+}
+
+TEST_CASE("agent check script: a file that passed is not hashed again until it changes", "[integration]") {
+  Place place;
+  const std::string agent = place.agent.string();
+  // A hash tool on PATH that always answers wrong: the script gets past it only through its record.
+  const fs::path fake = place.dir / "fakebin";
+  fs::create_directories(fake);
+  for (const char* tool : {"openssl", "sha256sum"}) {
+    std::ofstream(fake / tool) << "#!/bin/sh\necho " << std::string(64, '0') << " -\n";
+    fs::permissions(fake / tool, fs::perms::owner_all);
+  }
+  AgentCheckPlan plan;
+  plan.digest = sha256_file(agent);
+  plan.paths = {agent};
+  const auto check = [&](bool fake_tools) {
+    const std::string path = (fake_tools ? fake.string() + ":" : std::string()) + "/usr/bin:/bin";
+    return test::run({"/usr/bin/env", "HOME=" + (place.dir / "home").string(), "PATH=" + path, "/bin/sh", "-c",
+                      agent_check_script(plan)},
+                     10s);
+  };
+  const std::string ran = "hvrun-agent-check: run - " + agent + "\nHVR1 ran\n";
+  const std::string wrong = "hvrun-agent-check: sha256 " + std::string(64, '0') + " " + agent +
+                            "\nhvrun-agent-check: none -\n";
+  const fs::path records = place.dir / "home" / ".cache" / "hvrun" / "checked";
+  CHECK(check(true).out == wrong);  // no record yet: hashed
+  CHECK(check(false).out == ran);   // hashed; makes the record folder, 0700
+  REQUIRE(fs::is_directory(records));
+  CHECK((fs::status(records).permissions() & fs::perms::mask) == fs::perms::owner_all);
+  CHECK(check(false).out == ran);  // hashed; leaves its record
+  CHECK(check(true).out == ran);   // the record: not hashed
+  INFO("a change to the file moves its ctime: hashed again");
+  std::ofstream(agent, std::ios::app) << "# changed\n";
+  CHECK(check(true).out == wrong);
+  plan.digest = sha256_file(agent);
+  CHECK(check(false).out == ran);
+  CHECK(check(true).out == ran);
+  INFO("a record folder others can write in is not read");
+  fs::permissions(records, fs::perms::others_write, fs::perm_options::add);
+  CHECK(check(true).out == wrong);
+  fs::permissions(records, fs::perms::others_write, fs::perm_options::remove);
+  CHECK(check(true).out == ran);
+  INFO("nor one whose parent others can write in");
+  fs::permissions(records.parent_path(), fs::perms::group_write, fs::perm_options::add);
+  CHECK(check(true).out == wrong);
 }
 
 TEST_CASE("agent check report: its lines, parsed and worded, the hello left unread") {
