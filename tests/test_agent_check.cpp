@@ -50,6 +50,19 @@ struct Place {
   }
 };
 
+// An --rsh-agent-like start on this host: `/bin/sh` reads the check script of `plan` on its stdin.
+CommandAgentOptions command_options(const AgentCheckPlan& plan) {
+  CommandAgentOptions o;
+  o.host = "h1";
+  o.argv = {"/bin/sh"};
+  o.label = "--rsh-agent 'test'";
+  o.fix = "the fix";
+  o.start_timeout = 10s;
+  o.stdin_script = agent_check_script(plan);
+  o.digest = plan.digest;
+  return o;
+}
+
 }  // namespace
 
 TEST_CASE("agent check script: each place in order, quoted, the cached copy last, the upload renamed first") {
@@ -226,14 +239,7 @@ TEST_CASE("agent command (--rsh-agent, srun) with the check script on stdin: ref
   AgentCheckPlan plan;
   plan.digest = kDigest;
   plan.paths = {place.agent.string()};
-  CommandAgentOptions o;
-  o.host = "h1";
-  o.argv = {"/bin/sh"};
-  o.label = "--rsh-agent 'test'";
-  o.fix = "the fix";
-  o.start_timeout = 10s;
-  o.stdin_script = agent_check_script(plan);
-  o.digest = kDigest;
+  CommandAgentOptions o = command_options(plan);
   o.missing = "no executable hvrun-agent at " + place.agent.string() + " or on the PATH";
   try {
     CommandAgent::start(o);
@@ -278,14 +284,7 @@ TEST_CASE("agent command (--rsh-agent, srun): a later place that passes runs, an
   AgentCheckPlan plan;
   plan.digest = digest;
   plan.paths = {other.string(), place.agent.string()};
-  CommandAgentOptions o;
-  o.host = "h1";
-  o.argv = {"/bin/sh"};
-  o.label = "--rsh-agent 'test'";
-  o.fix = "the fix";
-  o.start_timeout = 10s;
-  o.stdin_script = agent_check_script(plan);
-  o.digest = digest;
+  CommandAgentOptions o = command_options(plan);
   std::ostringstream log;
   init_log(kHvrunLogPrefix, [&log] { return std::make_shared<spdlog::sinks::ostream_sink_st>(log); });
   std::unique_ptr<CommandAgent> agent;
