@@ -96,13 +96,18 @@ TEST_CASE("hvrun and its agent are not dumpable during a job but its ranks are",
   const char* prefix = std::getenv("HVRUN_TEST_LAB_PREFIX");
   NeighbourUser user(std::string("dump") + (prefix != nullptr ? prefix : ""));
   const std::filesystem::path home = std::filesystem::temp_directory_path() / ("hvrun-dump-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(home);
-  user.give(home.string());
+  std::filesystem::create_directories(home / "bin");
+  // hvrun and its agent copied where the user can run them: the build's own folder may be closed to
+  // other users (a clone in a mktemp -d folder, mode 0700).
+  const std::filesystem::path built = hvrun_bin();
+  for (const char* program : {"hvrun", "hvrun-agent"})
+    std::filesystem::copy_file(built.parent_path() / program, home / "bin" / program);
+  user.give(home.string(), true);
   const std::string marker = unique_marker();
   // As the user, from a directory of theirs (the ranks start in hvrun's working directory).
   ChildProcess hvrun({"/usr/bin/setpriv", "--reuid=" + std::to_string(user.uid()), "--regid=" + std::to_string(user.gid()),
                       "--clear-groups", "--", "/usr/bin/env", "HOME=" + home.string(), "TMPDIR=" + home.string(), "sh", "-c",
-                      "cd \"$HOME\" && exec \"$0\" \"$@\"", hvrun_bin(), "-np", "2", "-H", "localhost:2", "-x", marker,
+                      "cd \"$HOME\" && exec \"$0\" \"$@\"", (home / "bin" / "hvrun").string(), "-np", "2", "-H", "localhost:2", "-x", marker,
                       "sh", "-c", kRankScript});
   const bool started = hvrun.wait_for_stdout("started", 2, 30s);
   INFO(hvrun.stdout_so_far() << hvrun.stderr_so_far());
