@@ -113,6 +113,13 @@ TEST_CASE("bad-input catalogue on this host", "[integration][bad-input]") {
   write_text(empty, "# nothing here\n\n");
   const std::string missing = (dir.path() / "no-such-hostfile").string();
   const std::string no_key = (dir.path() / "no-such-key").string();
+  // Directories hvrun would write in that every user can write in (issue 41: refused, named).
+  const std::string open_out = (dir.path() / "open-out").string();
+  const std::string open_logs = (dir.path() / "open-logs").string();
+  for (const std::string& open : {open_out, open_logs}) {
+    fs::create_directories(open);
+    fs::permissions(open, fs::perms::all);
+  }
   const std::string sync_dir = (dir.path() / "proj").string();
   fs::create_directories(sync_dir);
   write_text(sync_dir + "/train.py", "print('x')\n");
@@ -232,6 +239,13 @@ TEST_CASE("bad-input catalogue on this host", "[integration][bad-input]") {
        {"bad|name: ssh refuses this host", "hostname contains invalid characters", "with: ssh -G "}, 1},
       {"name with '_' that no ssh config alias gives a HostName", {"-H", "no_such_alias", "true"}, 1, 15s,
        {"no_such_alias: matches no Host with a HostName in the ssh config", "give it a HostName"}, 1},
+      {"--output-filename in a directory every user can write in", {"-np", "1", "--output-filename", open_out, "true"},
+       2, usage,
+       {"--output-filename: " + open_out + " has mode 0777, writable by others than its owner",
+        "run chmod go-w " + open_out}},
+      {"--log-dir in a directory every user can write in", {"--nproc-per-node", "1", "--log-dir", open_logs, "true"},
+       2, usage, {"--log-dir: " + open_logs + " has mode 0777, writable by others than its owner",
+                  "run chmod go-w " + open_logs}},
       {"ProxyJump through a host that does not resolve", {"-H", "bad_jump", "true"}, 1, 15s,
        {"bad_jump: SSH handshake with 127.0.0.1 (via ProxyJump no-such-jump.invalid) port 22 failed",
         "(the ProxyJump's ssh said: ssh: Could not resolve hostname no-such-jump.invalid"}, 1},
