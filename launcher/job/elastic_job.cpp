@@ -226,7 +226,6 @@ struct ElasticJob::Impl : JobCore<ElasticJob::Impl> {
   }
 
   // What strangers did to the agent's listeners; the text names the host, the port and the peer.
-  void handle(std::size_t, NoticeMsg m) { spdlog::warn("{}", m.text); }
 
   void handle(std::size_t i, HeartbeatMsg m) {
     if (phase.started() && !phase.stopping())

@@ -259,7 +259,6 @@ struct Job::Impl : JobCore<Job::Impl> {
 
   void handle(std::size_t i, HorovodRendezvousReadyMsg m) { launch->on_rendezvous_ready(i, m); }
   // What strangers did to the agent's listeners; the text names the host, the port and the peer.
-  void handle(std::size_t, NoticeMsg m) { spdlog::warn("{}", m.text); }
   void handle(std::size_t i, RestartReadyMsg m) { restarts.on_ready(i, m); }
 
   void handle(std::size_t i, StartedMsg m) {

@@ -151,6 +151,9 @@ class JobCore {
     autopsy.stacks(i, std::move(m), [this, i](int rank) { policy().check_rank_of(i, rank); });
   }
 
+  // A warning an agent has for the user (strangers on its listeners): fixed and elastic jobs alike.
+  void handle(std::size_t, NoticeMsg m) { spdlog::warn("{}", m.text); }
+
   void handle(std::size_t i, SyncNeedMsg m) {
     if (!sync) throw ProtocolError(links->peer(i) + ": sync need out of turn");
     sync->need(i, m, links->peer(i));
