@@ -1,0 +1,105 @@
+#include "agent/rank_sampler.hpp"
+
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+namespace hvrun {
+
+namespace {
+
+std::string read_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+// The state letter of /proc/.../stat: the field after the command's closing parenthesis.
+char state_of(const std::string& stat_line) {
+  const auto close = stat_line.rfind(')');
+  return close == std::string::npos || close + 2 >= stat_line.size() ? '?' : stat_line[close + 2];
+}
+
+bool reads_a_descriptor(long nr) {
+  return nr == SYS_read || nr == SYS_readv || nr == SYS_pread64 || nr == SYS_preadv || nr == SYS_recvfrom ||
+         nr == SYS_recvmsg || nr == SYS_write || nr == SYS_writev || nr == SYS_sendto || nr == SYS_sendmsg;
+}
+
+bool sleeps(long nr) { return nr == SYS_nanosleep || nr == SYS_clock_nanosleep; }
+
+}  // namespace
+
+WaitClass classify_wait(char state, const std::string& syscall_line,
+                        const std::function<std::string(int fd)>& fd_target) {
+  if (state == 'R' || syscall_line.rfind("running", 0) == 0) return WaitClass::kRunning;
+  if (state == 'D') return WaitClass::kOwnData;  // the disk, or a file system that hangs
+  long nr = -1;
+  unsigned long arg1 = 0;
+  std::istringstream in(syscall_line);
+  in >> nr >> std::hex >> arg1;
+  if (sleeps(nr)) return WaitClass::kOwnData;
+  if (reads_a_descriptor(nr) && fd_target) {
+    const std::string target = fd_target(static_cast<int>(arg1));
+    // A socket reaches a peer; a pipe or a file is the rank's own (a data loader's workers, its dataset).
+    return target.rfind("socket:", 0) == 0 || target.empty() ? WaitClass::kPeers : WaitClass::kOwnData;
+  }
+  return WaitClass::kPeers;  // futex, poll, epoll, select: a collective's wait
+}
+
+RankSampler::RankSampler(pid_t pid)
+    : pid_(pid), task_("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid)), since_(Clock::now()) {
+  if (auto s = read_schedstat()) at_since_ = *s;
+}
+
+std::optional<RankSampler::SchedStat> RankSampler::read_schedstat() const {
+  const std::string line = read_line(task_ + "/schedstat");
+  SchedStat s;
+  if (std::sscanf(line.c_str(), "%llu %llu", &s.run_ns, &s.delay_ns) != 2) return std::nullopt;
+  return s;
+}
+
+bool RankSampler::sample() {
+  const std::string stat = read_line(task_ + "/stat");
+  if (stat.empty()) return false;
+  const char state = state_of(stat);
+  if (state == 'R') return true;
+  const std::string fd_dir = "/proc/" + std::to_string(pid_) + "/fd/";
+  const WaitClass c = classify_wait(state, read_line(task_ + "/syscall"), [&fd_dir](int fd) {
+    char target[256];
+    const ssize_t n = ::readlink((fd_dir + std::to_string(fd)).c_str(), target, sizeof target - 1);
+    return n > 0 ? std::string(target, static_cast<std::size_t>(n)) : std::string();
+  });
+  if (c == WaitClass::kPeers) ++peers_;
+  if (c == WaitClass::kOwnData) ++own_;
+  return true;
+}
+
+std::optional<ObservedShares> RankSampler::take(Clock::time_point now) {
+  const auto s = read_schedstat();
+  if (!s) return std::nullopt;
+  const double window_ns = static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(now - since_).count());
+  const int blocked_samples = peers_ + own_;
+  ObservedShares out;
+  if (window_ns > 0) {
+    out.busy = std::clamp(static_cast<double>(s->run_ns - at_since_.run_ns) / window_ns, 0.0, 1.0);
+    out.starved = std::clamp(static_cast<double>(s->delay_ns - at_since_.delay_ns) / window_ns, 0.0, 1.0 - out.busy);
+    const double blocked = 1.0 - out.busy - out.starved;
+    if (blocked_samples > 0) {
+      out.waiting = blocked * peers_ / blocked_samples;
+      out.own_data = blocked * own_ / blocked_samples;
+    } else {
+      out.waiting = blocked;  // never seen blocked: what little is left counts as waiting on peers
+    }
+  }
+  since_ = now;
+  at_since_ = *s;
+  peers_ = own_ = 0;
+  return out;
+}
+
+}  // namespace hvrun

@@ -1,0 +1,59 @@
+#pragma once
+// Issue 40, the agent's half: what one rank's main thread did over a window, read from /proc without
+// touching the program (same user, the rank's parent: no ptrace). Its schedstat says how long it ran on
+// a CPU and how long it was runnable but waited for one (the run queue, and a cgroup quota's throttling,
+// which keeps it queued); samples of its state and current system call split the rest, the time it was
+// blocked, into waiting on peers (a collective: futex, poll, epoll, select, a socket) and waiting on its
+// own data (a file or pipe read, the disk, a sleep). StragglerWatch (launcher/job/straggler_watch.hpp)
+// compares the shares across ranks.
+//
+// The main thread stands for the rank: a training loop runs there (torchrun's form sets
+// OMP_NUM_THREADS=1; with intra-op threads the main thread waits on them in a futex and reads as waiting).
+#include <sys/types.h>
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+
+namespace hvrun {
+
+struct ObservedShares {
+  double busy = 0;      // on a CPU
+  double starved = 0;   // runnable, not running
+  double waiting = 0;   // blocked on peers
+  double own_data = 0;  // blocked on its own input
+};
+
+// What a blocked thread waits for, from its /proc/PID/task/TID/syscall line and state.
+enum class WaitClass { kRunning, kPeers, kOwnData };
+// `syscall_line` as the kernel writes it ("running", or "NR ARG1 ... SP PC", or "-1 SP PC"); `state` from
+// its stat; `fd_target` reads a descriptor's link (/proc/PID/fd/N: "socket:[...]", "pipe:[...]", a path).
+WaitClass classify_wait(char state, const std::string& syscall_line,
+                        const std::function<std::string(int fd)>& fd_target);
+
+class RankSampler {
+ public:
+  using Clock = std::chrono::steady_clock;
+  explicit RankSampler(pid_t pid);
+
+  // One look at the main thread's wait (call every 100 ms or so). False once the rank is gone.
+  bool sample();
+  // The shares since the previous take() (or since the start); nullopt for a window without samples or
+  // when the rank is gone.
+  std::optional<ObservedShares> take(Clock::time_point now);
+
+ private:
+  struct SchedStat {
+    unsigned long long run_ns = 0, delay_ns = 0;
+  };
+  std::optional<SchedStat> read_schedstat() const;
+
+  pid_t pid_;
+  std::string task_;  // /proc/PID/task/PID
+  Clock::time_point since_;
+  SchedStat at_since_{};
+  int peers_ = 0, own_ = 0;  // blocked samples of each class in this window
+};
+
+}  // namespace hvrun
