@@ -95,6 +95,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(HorovodRendezvousReadyMsg, port)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(KnockMsg, address, port, token, timeout_ms)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(KnockResultMsg, ok, elapsed_ms, detail)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(NoticeMsg, text)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RankObservation, rank, busy, starved, waiting, own_data)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ObservationMsg, window_ms, ranks)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ProbeAddress, host, iface, address, port)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ProbeRequestMsg, targets, timeout_ms)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ProbeResultMsg, host, iface, address, outcome, answered_as, elapsed_ms, detail)
@@ -138,6 +140,7 @@ HVRUN_MESSAGE_NAME(RestartReadyMsg, "restart_ready")
 HVRUN_MESSAGE_NAME(KnockMsg, "knock")
 HVRUN_MESSAGE_NAME(KnockResultMsg, "knock_result")
 HVRUN_MESSAGE_NAME(NoticeMsg, "notice")
+HVRUN_MESSAGE_NAME(ObservationMsg, "observation")
 #undef HVRUN_MESSAGE_NAME
 
 // A JSON value that is not a number, or a number an int holds exactly.

@@ -75,6 +75,23 @@ struct NoticeMsg {
   std::string text;
 };
 
+// One rank's shares of an observation window, in thousandths of the window's wall time (the wire carries
+// ints only): agent/rank_sampler.hpp's ObservedShares.
+struct RankObservation {
+  int rank = 0;
+  int busy = 0;      // on a CPU
+  int starved = 0;   // runnable, not running (run queue, cgroup quota)
+  int waiting = 0;   // blocked on peers: a collective
+  int own_data = 0;  // blocked on its own input: a file or pipe read, the disk, a sleep
+};
+
+// agent → launcher, every observation window while ranks run (issue 40): each running rank's shares of
+// it, for the launcher's StragglerWatch (launcher/job/straggler_watch.hpp).
+struct ObservationMsg {
+  int window_ms = 0;
+  std::vector<RankObservation> ranks;
+};
+
 // An address of another host for this agent to probe.
 struct ProbeAddress {
   int host = 0;  // index of the host that should answer
@@ -269,7 +286,8 @@ inline constexpr std::size_t kOutputWindow = 1u << 20;
 using ControlMessage =
     std::variant<JobMsg, ReadyMsg, HeartbeatMsg, HelloMsg, ProbeRequestMsg, ProbeResultMsg, LaunchMsg, StartedMsg, ExitedMsg, FatalMsg, TerminateMsg, ShutdownMsg, OutputAckMsg,
                  HorovodRendezvousMsg, HorovodRendezvousReadyMsg, StacksRequestMsg, StacksMsg, FingerprintRequestMsg,
-                 FingerprintMsg, SyncCheckMsg, SyncNeedMsg, RestartMsg, RestartReadyMsg, KnockMsg, KnockResultMsg, NoticeMsg>;
+                 FingerprintMsg, SyncCheckMsg, SyncNeedMsg, RestartMsg, RestartReadyMsg, KnockMsg, KnockResultMsg, NoticeMsg,
+                 ObservationMsg>;
 
 // `interfaces` as HelloMsg carries them on the wire (every field of InterfaceInfo): the launcher's probe
 // cache keys on it, so a field added there changes the key with it.

@@ -144,7 +144,7 @@ TEST_CASE("agent state: messages that only the launcher receives are refused", "
                                       ControlMessage{hvrun::HorovodRendezvousReadyMsg{}},
                                       ControlMessage{hvrun::FingerprintMsg{}},
                                       ControlMessage{hvrun::RestartReadyMsg{}}, ControlMessage{hvrun::KnockResultMsg{}},
-                                      ControlMessage{hvrun::NoticeMsg{}});
+                                      ControlMessage{hvrun::NoticeMsg{}}, ControlMessage{hvrun::ObservationMsg{}});
   AgentState s;
   s.on_message(hvrun::JobMsg{});
   CHECK_THROWS_MATCHES(s.on_message(msg), ProtocolError, Catch::Message("launcher: unexpected control message"));

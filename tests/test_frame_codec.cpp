@@ -112,6 +112,13 @@ TEST_CASE("control messages round-trip and reject malformed input", "[wire]") {
   CHECK(knocked.elapsed_ms == 12);
   CHECK(knocked.detail == "Connection refused");
   const auto notice = std::get<NoticeMsg>(decode_control(encode_control(NoticeMsg{"refused 2,997 connections"}), "p"));
+  const auto seen = std::get<hvrun::ObservationMsg>(decode_control(
+      encode_control(hvrun::ObservationMsg{2000, {{3, 600, 380, 10, 10}, {4, 200, 0, 790, 10}}}), "p"));
+  CHECK(seen.window_ms == 2000);
+  REQUIRE(seen.ranks.size() == 2);
+  CHECK((seen.ranks[0].rank == 3 && seen.ranks[0].busy == 600 && seen.ranks[0].starved == 380 &&
+         seen.ranks[0].waiting == 10 && seen.ranks[0].own_data == 10));
+  CHECK((seen.ranks[1].rank == 4 && seen.ranks[1].waiting == 790));
   CHECK(notice.text == "refused 2,997 connections");
 
   for (const char* bad : {"", "{", "[]", R"({"type":7})", R"({"type":"nope"})", R"({"type":"exited","rank":"x"})",
