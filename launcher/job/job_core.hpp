@@ -41,6 +41,7 @@
 #include "launcher/job/job_timeouts.hpp"
 #include "launcher/job/rank_launch.hpp"
 #include "launcher/job/stall_watch.hpp"
+#include "launcher/job/straggler_board.hpp"
 #include "launcher/job/sync_run.hpp"
 #include "launcher/output/output_mux.hpp"
 #include "launcher/ranks/env_policy.hpp"
@@ -154,6 +155,19 @@ class JobCore {
   // A warning an agent has for the user (strangers on its listeners): fixed and elastic jobs alike.
   void handle(std::size_t, NoticeMsg m) { spdlog::warn("{}", m.text); }
 
+  // Issue 40: a host's part of an observation window; a rank that holds the job back, or no longer does,
+  // gets its line.
+  void handle(std::size_t i, ObservationMsg m) {
+    for (const RankObservation& r : m.ranks) policy().check_rank_of(i, r.rank);
+    if (!stragglers) stragglers.emplace(hosts.size());
+    for (const auto& e : stragglers->report(i, hosts[i].name, m, Clock::now())) {
+      if (e.recovered)
+        spdlog::info("{}", e.text);
+      else
+        spdlog::warn("{}", e.text);
+    }
+  }
+
   void handle(std::size_t i, SyncNeedMsg m) {
     if (!sync) throw ProtocolError(links->peer(i) + ": sync need out of turn");
     sync->need(i, m, links->peer(i));
@@ -162,6 +176,7 @@ class JobCore {
  private:
   Policy& policy() { return static_cast<Policy&>(*this); }
 
+  std::optional<StragglerBoard> stragglers;  // from the first observation on
   std::optional<EnvPolicy> env_policy_;
   std::optional<std::string> cwd_;
 };
