@@ -29,6 +29,7 @@
 #include "agent/free_port.hpp"
 #include "agent/kernel_log.hpp"
 #include "agent/proc_scan.hpp"
+#include "agent/rank_observer.hpp"
 #include "agent/rank_pipes.hpp"
 #include "agent/rank_tools.hpp"
 #include "agent/stack_collector.hpp"
@@ -84,6 +85,7 @@ struct Agent::Impl {
   asio::signal_set stop_signals;
   asio::steady_timer kill_timer;
   HeartbeatSender heartbeats;
+  RankObserver observer{io, [this](ObservationMsg m) { send(std::move(m)); }};  // issue 40
   Watchdog watchdog;  // disarmed until the JobMsg gives the period
   AgentState state;
   std::optional<JobSecret> secret;
@@ -249,6 +251,7 @@ struct Agent::Impl {
         const std::size_t slot = ranks.add(r.rank, p.process.pid());
         pipes.emplace_back(io, p.out.release(), p.err.release());
         send(StartedMsg{r.rank, p.process.pid()});
+        observer.add(r.rank, p.process.pid());
         processes.push_back(std::move(p.process));
         arm({slot, OutputStream::kStdout});
         arm({slot, OutputStream::kStderr});
@@ -371,6 +374,7 @@ struct Agent::Impl {
   void finish() {
     state.finish();
     heartbeats.stop();
+    observer.stop();
     watchdog.cancel();
     channel.close();
     io.stop();
@@ -461,6 +465,7 @@ struct Agent::Impl {
       if (!status) continue;
       auto reaped = ranks.reap(ranks.at(slot).pid, *status);
       if (!reaped) continue;
+      observer.remove(ranks.at(slot).pid);
       reaped->exit.peak_rss_kb = static_cast<int>(std::min<long>(processes[slot].usage().ru_maxrss, INT_MAX));
       if (reaped->exit.signal == SIGKILL) {
         std::optional<bool> grew;

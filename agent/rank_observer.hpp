@@ -1,0 +1,47 @@
+#pragma once
+// Issue 40: the agent watches its running ranks' main threads (RankSampler, agent/rank_sampler.hpp) on
+// its own loop, ten looks a second, and sends the launcher each rank's shares every window
+// (ObservationMsg). Runs while the agent has ranks; costs the ranks nothing (it reads /proc).
+#include <sys/types.h>
+
+#include <chrono>
+#include <functional>
+#include <map>
+
+#include <utility>  // before Asio: docs/DESIGN.md §8
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "agent/rank_sampler.hpp"
+#include "common/control_message.hpp"
+
+namespace hvrun {
+
+class RankObserver {
+ public:
+  static constexpr std::chrono::milliseconds kLook{100};
+  static constexpr std::chrono::milliseconds kWindow{2000};
+
+  RankObserver(boost::asio::io_context& io, std::function<void(ObservationMsg)> send);
+
+  void add(int rank, pid_t pid);  // a rank started: watched from now
+  void remove(pid_t pid);         // it ended (reaped)
+  void stop();                    // the agent ends: no more looks
+
+ private:
+  struct Watched {
+    int rank = 0;
+    RankSampler sampler;
+  };
+  void arm();
+  void look();
+
+  boost::asio::io_context& io_;
+  boost::asio::steady_timer timer_;
+  std::function<void(ObservationMsg)> send_;
+  std::map<pid_t, Watched> watched_;
+  RankSampler::Clock::time_point window_start_{};
+  bool armed_ = false;
+};
+
+}  // namespace hvrun
