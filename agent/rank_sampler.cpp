@@ -32,7 +32,39 @@ bool reads_a_descriptor(long nr) {
 
 bool sleeps(long nr) { return nr == SYS_nanosleep || nr == SYS_clock_nanosleep; }
 
+long long read_number(const std::string& path) {
+  const std::string line = read_line(path);
+  long long n = 0;
+  return std::sscanf(line.c_str(), "%lld", &n) == 1 ? n : -1;
+}
+
 }  // namespace
+
+double cgroup_cpu_limit(pid_t pid, const std::string& root) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/cgroup");
+  std::string line;
+  while (std::getline(in, line)) {
+    // "ID:CONTROLLERS:PATH": v1 names its controllers, v2's one line has none.
+    const auto first = line.find(':'), second = line.find(':', first + 1);
+    if (first == std::string::npos || second == std::string::npos) continue;
+    const std::string controllers = line.substr(first + 1, second - first - 1);
+    const std::string path = line.substr(second + 1);
+    if (controllers.empty()) {
+      unsigned long long quota = 0, period = 0;
+      const std::string max = read_line(root + path + "/cpu.max");
+      if (std::sscanf(max.c_str(), "%llu %llu", &quota, &period) == 2 && period > 0)
+        return static_cast<double>(quota) / static_cast<double>(period);
+      continue;
+    }
+    if (("," + controllers + ",").find(",cpu,") == std::string::npos) continue;
+    for (const std::string& mount : {root + "/cpu", root + "/cpu,cpuacct", root + "/cpuacct,cpu"}) {
+      const long long quota = read_number(mount + path + "/cpu.cfs_quota_us");
+      const long long period = read_number(mount + path + "/cpu.cfs_period_us");
+      if (period > 0) return quota > 0 ? static_cast<double>(quota) / static_cast<double>(period) : 0;
+    }
+  }
+  return 0;
+}
 
 WaitClass classify_wait(char state, const std::string& syscall_line,
                         const std::function<std::string(int fd)>& fd_target) {
@@ -96,6 +128,7 @@ std::optional<ObservedShares> RankSampler::take(Clock::time_point now) {
       out.waiting = blocked;  // never seen blocked: what little is left counts as waiting on peers
     }
   }
+  out.cpu_limit = cgroup_cpu_limit(pid_);
   since_ = now;
   at_since_ = *s;
   peers_ = own_ = 0;

@@ -23,7 +23,12 @@ struct ObservedShares {
   double starved = 0;   // runnable, not running
   double waiting = 0;   // blocked on peers
   double own_data = 0;  // blocked on its own input
+  double cpu_limit = 0; // the CPUs its cgroup's quota allows (0: no quota)
 };
+
+// The CPUs the cpu cgroup of `pid` may use by its quota (v1 cpu.cfs_quota_us / cpu.cfs_period_us, v2
+// cpu.max), or 0 where it has none or it cannot be read. `root`: where cgroup file systems are mounted.
+double cgroup_cpu_limit(pid_t pid, const std::string& root = "/sys/fs/cgroup");
 
 // What a blocked thread waits for, from its /proc/PID/task/TID/syscall line and state.
 enum class WaitClass { kRunning, kPeers, kOwnData };

@@ -83,6 +83,7 @@ struct RankObservation {
   int starved = 0;   // runnable, not running (run queue, cgroup quota)
   int waiting = 0;   // blocked on peers: a collective
   int own_data = 0;  // blocked on its own input: a file or pipe read, the disk, a sleep
+  int cpu_limit = 0; // the CPUs its cgroup's quota allows, in thousandths (0: no quota)
 };
 
 // agent → launcher, every observation window while ranks run (issue 40): each running rank's shares of

@@ -69,6 +69,22 @@ TEST_CASE("straggler watch: a rank starved by its cgroup's quota is named within
   CHECK(watch.named().empty());
 }
 
+TEST_CASE("straggler watch: a rank held to a quarter of a CPU, as measured on torch DDP: it still waits for the "
+          "others' compute part of the time, and is named") {
+  // Shares sampled from a 3-rank DDP job on one host, rank 1 in a cpu cgroup of 25 ms per 100 ms.
+  std::vector<RankShares> measured(3);
+  measured[0] = {0, "h", 0.21, 0.70, 0.0, 0.09, 0};
+  measured[1] = {1, "h", 0.20, 0.37, 0.0, 0.43, 0.25};
+  measured[2] = {2, "h", 0.21, 0.71, 0.0, 0.08, 0};
+  StragglerWatch watch;
+  auto at = StragglerWatch::Clock::time_point{} + 1h;
+  const auto e = feed(watch, measured, 3, at);
+  REQUIRE(e.size() == 1);
+  CHECK(e[0].text == "rank 1 on h holds the job back: busy 20 % of the last 6 s while the others wait 71 % in "
+                     "their collectives; it waited for a CPU 43 % of the time and may use 0.25 of a CPU (its "
+                     "cgroup's quota)");
+}
+
 TEST_CASE("straggler watch: a rank that computes more, and one that waits for its own data, each named as such") {
   auto at = StragglerWatch::Clock::time_point{} + 1h;
   {

@@ -21,6 +21,7 @@ std::vector<StragglerWatch::Event> StragglerBoard::report(std::size_t host, cons
     s.starved = r.starved / 1000.0;
     s.waiting = r.waiting / 1000.0;
     s.own_data = r.own_data / 1000.0;
+    s.cpu_limit = r.cpu_limit / 1000.0;
     part.ranks.push_back(s);
   }
   if (judged_ == Clock::time_point{}) judged_ = now;

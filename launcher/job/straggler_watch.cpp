@@ -83,7 +83,8 @@ std::vector<StragglerWatch::Event> StragglerWatch::window(const std::vector<Rank
     for (std::size_t j = 0; j < ranks.size(); ++j)
       if (j != i) others.push_back(ranks[j].waiting);
     others_wait[i] = median(others);
-    candidate[i] = others_wait[i] >= settings_.others_wait && ranks[i].waiting <= settings_.own_wait &&
+    candidate[i] = others_wait[i] >= settings_.others_wait &&
+                   ranks[i].waiting <= settings_.own_ratio * others_wait[i] &&
                    others_wait[i] - ranks[i].waiting >= settings_.gap;
     candidates += candidate[i] ? 1 : 0;
   }

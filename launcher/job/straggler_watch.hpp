@@ -41,8 +41,9 @@ class StragglerWatch {
     int onset = 3;                  // windows in a row before a rank is named
     int recovery = 3;               // windows in a row without, before it is said to recover
     double others_wait = 0.5;       // the others' median waiting share at least this
-    double own_wait = 0.25;         // the rank's own waiting share at most this
-    double gap = 0.35;              // and at least this far below the others'
+    double own_ratio = 0.6;         // the rank's own waiting share at most this part of the others'
+    double gap = 0.3;               // and at least this far below it (a starved rank still waits for
+                                    // the others' compute: 0.37 against their 0.70, measured)
     double starved = 0.2;           // a starved share at least this makes starvation the cause
     std::chrono::seconds repeat{60};  // one onset line per rank and cause in this time at most
   };
