@@ -466,7 +466,9 @@ struct Agent::Impl {
       auto reaped = ranks.reap(ranks.at(slot).pid, *status);
       if (!reaped) continue;
       observer.remove(ranks.at(slot).pid);
-      reaped->exit.peak_rss_kb = static_cast<int>(std::min<long>(processes[slot].usage().ru_maxrss, INT_MAX));
+      const rusage& u = processes[slot].usage();
+      reaped->exit.peak_rss_kb = static_cast<int>(std::min<long>(u.ru_maxrss, INT_MAX));
+      reaped->exit.cpu_ms = (u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1000LL + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1000;
       if (reaped->exit.signal == SIGKILL) {
         std::optional<bool> grew;
         const auto now = own_cgroup_oom_kills();

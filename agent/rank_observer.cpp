@@ -46,7 +46,7 @@ void RankObserver::look() {
     for (auto& [pid, w] : watched_) {
       if (const auto s = w.sampler.take(now))
         m.ranks.push_back({w.rank, thousandths(s->busy), thousandths(s->starved), thousandths(s->waiting),
-                           thousandths(s->own_data), thousandths(s->cpu_limit)});
+                           thousandths(s->own_data), thousandths(s->cpu_limit), s->cpu_ms, s->rss_kb});
     }
     window_start_ = now;
     if (!m.ranks.empty()) send_(std::move(m));

@@ -24,6 +24,8 @@ struct ObservedShares {
   double waiting = 0;   // blocked on peers
   double own_data = 0;  // blocked on its own input
   double cpu_limit = 0; // the CPUs its cgroup's quota allows (0: no quota)
+  long long cpu_ms = 0;  // CPU time of the whole process (all its threads) in the window
+  long long rss_kb = 0;  // its resident set at the window's end
 };
 
 // The CPUs the cpu cgroup of `pid` may use by its quota (v1 cpu.cfs_quota_us / cpu.cfs_period_us, v2
@@ -53,11 +55,14 @@ class RankSampler {
     unsigned long long run_ns = 0, delay_ns = 0;
   };
   std::optional<SchedStat> read_schedstat() const;
+  long long process_cpu_ms() const;  // utime + stime of all its threads so far; -1 when gone
+  long long rss_kb() const;
 
   pid_t pid_;
   std::string task_;  // /proc/PID/task/PID
   Clock::time_point since_;
   SchedStat at_since_{};
+  long long cpu_ms_at_since_ = 0;
   int peers_ = 0, own_ = 0;  // blocked samples of each class in this window
 };
 

@@ -84,6 +84,8 @@ struct RankObservation {
   int waiting = 0;   // blocked on peers: a collective
   int own_data = 0;  // blocked on its own input: a file or pipe read, the disk, a sleep
   int cpu_limit = 0; // the CPUs its cgroup's quota allows, in thousandths (0: no quota)
+  long long cpu_ms = 0;  // CPU time of all its threads in the window
+  long long rss_kb = 0;  // resident set at the window's end
 };
 
 // agent → launcher, every observation window while ranks run (issue 40): each running rank's shares of
@@ -222,6 +224,7 @@ struct ExitedMsg {
   std::string error;
   std::string cause;
   int peak_rss_kb = 0;
+  long long cpu_ms = 0;  // its CPU time (wait4's user + system), 0 when unknown
 };
 
 // agent → launcher: the agent cannot do what it was asked (e.g. the working directory is missing).

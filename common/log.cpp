@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <functional>
 #include <memory>
+#include <mutex>
 
 #include "hvrun/error.hpp"
 
@@ -38,8 +39,23 @@ Loggers make_loggers(std::string_view prefix, const std::function<spdlog::sink_p
   return l;
 }
 
+std::mutex before_line_mutex;
+std::function<void()> before_line;  // set_before_log_line's
+
+// spdlog's stderr sink, which first lets a line drawn in place on the terminal step aside.
+class StderrSink : public spdlog::sinks::stderr_sink_mt {
+ public:
+  void log(const spdlog::details::log_msg& msg) override {
+    {
+      const std::lock_guard<std::mutex> lock(before_line_mutex);
+      if (before_line) before_line();
+    }
+    spdlog::sinks::stderr_sink_mt::log(msg);
+  }
+};
+
 // Every stderr sink shares spdlog's console mutex, so lines and reports never interleave.
-spdlog::sink_ptr new_stderr_sink() { return std::make_shared<spdlog::sinks::stderr_sink_mt>(); }
+spdlog::sink_ptr new_stderr_sink() { return std::make_shared<StderrSink>(); }
 
 // Before init_log (unit tests, which log in-process): the launcher's prefix, to stderr.
 Loggers& loggers() {
@@ -58,6 +74,11 @@ static_assert(
 }  // namespace
 
 LogSubsysSet all_log_subsystems() { return LogSubsysSet().set(); }
+
+void set_before_log_line(std::function<void()> hook) {
+  const std::lock_guard<std::mutex> lock(before_line_mutex);
+  before_line = std::move(hook);
+}
 
 std::string log_subsys_names() {
   std::string names;

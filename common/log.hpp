@@ -73,6 +73,10 @@ void set_log_threshold(LogLevel threshold, LogSubsysSet debug_of);
 // The logger of a subsystem ("hvrun.ssh", ...).
 spdlog::logger& log_of(LogSubsys subsys);
 
+// Called before each line or report reaches stderr (a status line drawn in place erases itself), until
+// replaced; an empty function removes it. It runs on the logging thread and must not log.
+void set_before_log_line(std::function<void()> hook);
+
 // Writes a report worded whole by its maker, prefixes included on each of its lines, at `level`
 // (rank_failure_report, timings_text, whose exact words are their contract), through the same sink.
 void log_report(LogLevel level, std::string_view text);

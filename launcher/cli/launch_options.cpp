@@ -291,6 +291,13 @@ void define_options(CLI::App& app, CliBindings& b) {
                                     "; ^LIST: all but those (default: all)")
                      ->type_name("LIST")
                      ->group(g::kOutput);
+  app.add_option("--events", o.events_file,
+                 "Write every job event and the ranks' observations to FILE as JSON lines (README: --events)")
+      ->type_name("FILE")
+      ->group(g::kOutput);
+  app.add_flag("--rank-table", o.rank_table,
+               "At the end, one line per host and rank: wall, CPU, waiting on peers, peak RSS (also with --verbose)")
+      ->group(g::kOutput);
   app.add_flag("--dry-run", o.dry_run, "Print the plan and the rank environment; start nothing")->group(g::kChecks);
   app.add_flag("--check-only", o.check_only, "Connect, probe and pick NICs, then report; no command needed")
       ->group(g::kChecks);

@@ -94,6 +94,8 @@ struct LaunchOptions {
   bool json = false;                 // --json: --check-only prints JSON
   bool matrix = false;               // --matrix: --check-only draws who reaches whom
   std::string report_file;           // --report FILE: --check-only also writes an HTML page there
+  std::string events_file;           // --events FILE: every job event and observation as JSON lines
+  bool rank_table = false;           // --rank-table (or --verbose): the ranks' table at the end
   std::chrono::milliseconds probe_timeout{1'000};  // --probe-timeout: bounds one probe
   // --probe-peers K: how many peers probe each host's NICs (0: all pairs); unset: probe_peer_count's
   // default (all pairs under --check-only, kDefaultProbePeers for a launch; launcher/nic/probe_peers.hpp).

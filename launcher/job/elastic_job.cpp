@@ -79,6 +79,7 @@ struct ElasticJob::Impl : JobCore<ElasticJob::Impl> {
   int run() {
     rank_cwd();  // read once, before anything else can change it
     make_output(ElasticWorkers::kMaxWorkers, true);
+    record_start("elastic", options.np);
     if (!options.sync_dirs.empty()) {
       sync = std::make_unique<SyncRun>(
           io, sync_manifest(options.sync_dirs, options.sync_limit), hosts, options.start_timeout, false,
@@ -119,7 +120,7 @@ struct ElasticJob::Impl : JobCore<ElasticJob::Impl> {
     discovery.reset();
     signals.cancel();
     reap_local_agents();
-    return exit_code;
+    return record_end(exit_code);
   }
 
   // The admission (which starts the agents' connector), the workers and the rounds, wired together.
@@ -150,6 +151,10 @@ struct ElasticJob::Impl : JobCore<ElasticJob::Impl> {
                                      stall.start(Clock::now());
                                      arm_stall_check();
                                    }
+                                 },
+                             .world =
+                                 [this](int ranks, const std::vector<std::string>& names, const std::string& why) {
+                                   record.event("elastic_change", {{"np", ranks}, {"hosts", names}, {"why", why}});
                                  }});
   }
 
@@ -208,12 +213,14 @@ struct ElasticJob::Impl : JobCore<ElasticJob::Impl> {
 
   void handle(std::size_t i, StartedMsg m) {
     check_rank_of(i, m.rank);
+    rank_started(i, m);
     log_of(LogSubsys::kRank).debug("worker {} on {} is pid {}", m.rank, hosts[i].name, m.pid);
   }
 
   void handle(std::size_t i, ExitedMsg m) {
     check_rank_of(i, m.rank);
     const SlotKey key = workers->exited(i, m.rank);
+    rank_exited(i, m);
     const Action action = phase.on(Event::kWorkerExited);
     if (action == Action::kMaybeFinish) return maybe_finish();
     rounds->worker_ended(key, m, action == Action::kEndFormingRecord);
@@ -224,8 +231,6 @@ struct ElasticJob::Impl : JobCore<ElasticJob::Impl> {
     links->close_channel(i);
     on_agent_closed(i, m.error);
   }
-
-  // What strangers did to the agent's listeners; the text names the host, the port and the peer.
 
   void handle(std::size_t i, HeartbeatMsg m) {
     if (phase.started() && !phase.stopping())
@@ -302,6 +307,7 @@ struct ElasticJob::Impl : JobCore<ElasticJob::Impl> {
 
   void fail_job(const std::string& why) {
     if (phase.stopping()) return;
+    record.event("failure", {{"why", why}});
     spdlog::error("{}", why);
     if (exit_code == kExitOk) exit_code = kExitLaunchFailed;
     stop_all(options.kill_grace);

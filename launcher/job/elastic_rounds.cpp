@@ -113,6 +113,9 @@ void ElasticRounds::activate(const std::vector<HostSlots>& hs) {
   for (const std::string& h : after)
     if (!first && std::find(before.begin(), before.end(), h) == before.end())
       spdlog::warn("{} joined: {} ranks now", h, assignment_.size());
+  if (hooks_.world)
+    hooks_.world(static_cast<int>(assignment_.size()), after,
+                 first ? "the first world" : change_at_ ? change_what_ : "the hosts changed");
   const auto started_ranks = workers_.start(assignment_);
   if (!started_ranks) return hooks_.fail(ElasticWorkers::bound_text());
   if (phase_.stopping()) return;

@@ -44,6 +44,8 @@ class ElasticRounds {
     // the round, in record order.
     std::function<void(const std::vector<ExitedMsg>& failed)> succeeded;
     std::function<void()> started;  // the first world runs
+    // A new world: its ranks and hosts, and what changed ("first", "host joined", "host lost", ...).
+    std::function<void(int ranks, const std::vector<std::string>& hosts, const std::string& why)> world;
   };
 
   // Everything referenced is the job's and outlives this object.

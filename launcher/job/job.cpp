@@ -77,7 +77,11 @@ struct Job::Impl : JobCore<Job::Impl> {
                                     .fail = [this](const std::string& why) { fail_job(why); },
                                     .shut_down = [this] { end.shut_down(); },
                                     .replanned = [this] { launch->forget_rendezvous(); },
-                                    .agents_ready = [this] { launch->serve_horovod_rendezvous(); }}) {}
+                                    .agents_ready = [this] { launch->serve_horovod_rendezvous(); },
+                                    .restarting =
+                                        [this](const std::string& why, int used, int max) {
+                                          record.event("restart", {{"why", why}, {"restart", used}, {"of", max}});
+                                        }}) {}
 
   RankPlan plan;
   RankExits exits;
@@ -100,6 +104,7 @@ struct Job::Impl : JobCore<Job::Impl> {
     }
     make_launch();
     make_output(plan.size(), false);
+    record_start("fixed", plan.size());
     if (!options.sync_dirs.empty()) {
       sync = std::make_unique<SyncRun>(
           io, sync_manifest(options.sync_dirs, options.sync_limit), hosts, options.start_timeout, options.check_only,
@@ -122,12 +127,12 @@ struct Job::Impl : JobCore<Job::Impl> {
     reap_local_agents();
     log_timings();
     const auto& mpirun = launch->mpirun();
-    if (!mpirun || teardown.exit_code() != kExitOk) return launch->ended(teardown.exit_code());
+    if (!mpirun || teardown.exit_code() != kExitOk) return record_end(launch->ended(teardown.exit_code()));
     if (options.dry_run) {
       std::cout << shell_line(*mpirun) << std::endl;
       return kExitOk;
     }
-    return launch->ended(run_mpirun(*mpirun));
+    return record_end(launch->ended(run_mpirun(*mpirun)));
   }
 
   void make_launch() {
@@ -258,11 +263,11 @@ struct Job::Impl : JobCore<Job::Impl> {
   }
 
   void handle(std::size_t i, HorovodRendezvousReadyMsg m) { launch->on_rendezvous_ready(i, m); }
-  // What strangers did to the agent's listeners; the text names the host, the port and the peer.
   void handle(std::size_t i, RestartReadyMsg m) { restarts.on_ready(i, m); }
 
   void handle(std::size_t i, StartedMsg m) {
     check_rank_of(i, m.rank);
+    rank_started(i, m);
     log_of(LogSubsys::kRank).debug("rank {} on {} is pid {}", m.rank, hosts[i].name, m.pid);
   }
 
@@ -270,6 +275,7 @@ struct Job::Impl : JobCore<Job::Impl> {
     check_rank_of(i, m.rank);
     if (!exits.record(m.rank))
       throw ProtocolError(links->peer(i) + ": rank " + std::to_string(m.rank) + " exited twice");
+    rank_exited(i, m);
     output->flush(m.rank);
     if (exit_failed(m) && teardown.phase() == Phase::kRunning) {
       if (restarts.left()) {
@@ -304,6 +310,8 @@ struct Job::Impl : JobCore<Job::Impl> {
 
   void report_rank_failure(std::size_t i, const ExitedMsg& m) {
     teardown.record_failure(failed_rank_exit_code(m));
+    record.event("failure", {{"why", "rank " + std::to_string(m.rank) + " on " + hosts[i].name + " " + describe_exit(m)},
+                             {"rank", m.rank}, {"host", hosts[i].name}});
     // The rank's own output comes first; a reader that does not take it soon does not hold the report.
     output->drain(kReportDrainTimeout);
     log_report(LogLevel::err, rank_failure_report(m, hosts[i].name, output->stderr_digest(m.rank), output->last_stderr(m.rank),
@@ -337,7 +345,10 @@ struct Job::Impl : JobCore<Job::Impl> {
 
   // ---- teardown (the decisions: teardown.hpp) ------------------------------------------------------
 
-  void fail_job(const std::string& why) { end.carry_out(teardown.fail(), why); }
+  void fail_job(const std::string& why) {
+    if (!teardown.tearing_down()) record.event("failure", {{"why", why}});
+    end.carry_out(teardown.fail(), why);
+  }
 
   void on_signal(const boost::system::error_code& ec, int sig) {
     if (ec) return;

@@ -38,6 +38,7 @@
 #include "common/user_message.hpp"
 #include "launcher/cli/launch_options.hpp"
 #include "launcher/job/hang_autopsy.hpp"
+#include "launcher/job/job_record.hpp"
 #include "launcher/job/job_timeouts.hpp"
 #include "launcher/job/rank_launch.hpp"
 #include "launcher/job/stall_watch.hpp"
@@ -61,6 +62,8 @@ class JobCore {
         stall_timer(io),
         secret(JobSecret::generate()),
         stall(options.stall_timeout, heartbeat_interval(options.heartbeat_timeout)),
+        record(options.check_only || options.dry_run ? "" : options.events_file, options.rank_table || options.verbose,
+               !options.check_only && !options.dry_run),
         autopsy(io, HangAutopsy::Hooks{.ask = [this](std::size_t i) {
                                          links->send(i, StacksRequestMsg{static_cast<int>(kStackTimeout.count())});
                                        },
@@ -80,6 +83,7 @@ class JobCore {
   std::unique_ptr<OutputMux> output;
   std::unique_ptr<SyncRun> sync;        // --sync: listed and hashed before any host is contacted
   StallWatch stall;
+  JobRecord record;                     // --events, the ranks' table, the live status line (issue 40)
   HangAutopsy autopsy;                  // on the first signal and at --stall-timeout, before the ranks stop
 
   // The links, one per name in `names` (more may be added); frames and losses go to the policy.
@@ -134,6 +138,7 @@ class JobCore {
         p.check_rank_of(i, c.rank);
         p.took_output();
         stall.output(Clock::now());
+        record.clear_status();
         output->write(c.rank, c.stream, c.bytes);
         links->took_output(i, c.bytes.size(), output->congested());
         return;
@@ -160,12 +165,29 @@ class JobCore {
   void handle(std::size_t i, ObservationMsg m) {
     for (const RankObservation& r : m.ranks) policy().check_rank_of(i, r.rank);
     if (!stragglers) stragglers.emplace(hosts.size());
+    record.observed(hosts[i].name, m);
     for (const auto& e : stragglers->report(i, hosts[i].name, m, Clock::now())) {
+      record.straggler(e);
       if (e.recovered)
         spdlog::info("{}", e.text);
       else
         spdlog::warn("{}", e.text);
     }
+  }
+
+  // A rank started or ended on hosts[i] (after the policy checked that it runs there).
+  void rank_started(std::size_t i, const StartedMsg& m) { record.rank_started(m.rank, hosts[i].name, m.pid); }
+  void rank_exited(std::size_t i, const ExitedMsg& m) { record.rank_exited(m.rank, hosts[i].name, m); }
+
+  // The job begins (its hosts and ranks as first planned) and ends: --events and the ranks' table.
+  void record_start(const char* policy, int ranks) {
+    nlohmann::json names = nlohmann::json::array();
+    for (const HostSpec& h : options.hosts) names.push_back(h.name);
+    record.event("job_start", {{"policy", policy}, {"np", ranks}, {"hosts", std::move(names)}, {"command", options.command}});
+  }
+  int record_end(int exit_code) {
+    record.ended(exit_code);
+    return exit_code;
   }
 
   void handle(std::size_t i, SyncNeedMsg m) {

@@ -62,6 +62,7 @@ void JobRestarts::begin(const std::string& why) {
   since_ = Clock::now();
   spdlog::warn("{}: stopping all ranks to restart them (restart {} of {}, --max-restarts)", why, budget_.used(),
                budget_.max());
+  if (hooks_.restarting) hooks_.restarting(why, budget_.used(), budget_.max());
   links_->send_all(TerminateMsg{static_cast<int>(options_.kill_grace.count()), {}});
   hooks_.arm_deadline(options_.kill_grace + kAfterKillSlack, [this] {
     std::vector<std::string> stuck;

@@ -33,6 +33,7 @@ class JobRestarts {
     std::function<void()> shut_down;
     std::function<void()> replanned;     // the next attempt's plan is in: the old rendezvous is void
     std::function<void()> agents_ready;  // every agent left is prepared: launch the next attempt
+    std::function<void(const std::string& why, int used, int max)> restarting;  // a restart begins
   };
 
   // `plan` (which relaunch() replaces), `hosts`, `links` (made later), `exits` and `teardown` are the

@@ -1,0 +1,111 @@
+// Issue 40: --events' JSON lines (the schema README documents) and the ranks' table at the end.
+#include <catch2/catch.hpp>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "launcher/job/job_record.hpp"
+#include "tests/sshd_fixture.hpp"
+
+using hvrun::ExitedMsg;
+using hvrun::JobRecord;
+using hvrun::ObservationMsg;
+using hvrun::RankObservation;
+using hvrun::StragglerWatch;
+using hvrun::testing::TempDir;
+
+namespace {
+
+std::vector<nlohmann::json> lines_of(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::vector<nlohmann::json> out;
+  for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+// The keys each kind of line carries besides time, t and event (README, "--events").
+const std::map<std::string, std::set<std::string>> kSchema = {
+    {"job_start", {"policy", "np", "hosts", "command"}},
+    {"rank_start", {"rank", "host", "pid"}},
+    {"observation", {"host", "window_s", "ranks"}},
+    {"straggler", {"rank", "host", "cause", "text"}},
+    {"straggler_recovered", {"rank", "host", "cause", "text"}},
+    {"rank_exit", {"rank", "host", "exit_code", "signal", "cpu_s", "peak_rss_kb"}},
+    {"restart", {"why", "restart", "of"}},
+    {"job_end", {"exit_code"}},
+};
+
+}  // namespace
+
+TEST_CASE("--events: every line is one JSON object with its time, its kind and that kind's fields") {
+  TempDir tmp;
+  const auto path = tmp.path() / "events.jsonl";
+  {
+    JobRecord record(path.string(), /*table=*/true, /*status=*/false);
+    record.event("job_start", {{"policy", "fixed"}, {"np", 2}, {"hosts", {"a", "b"}}, {"command", {"./train"}}});
+    record.rank_started(0, "a", 100);
+    record.rank_started(1, "b", 200);
+    ObservationMsg m;
+    m.window_ms = 2000;
+    m.ranks = {RankObservation{0, 900, 0, 50, 50, 250, 1800, 4096}};
+    record.observed("a", m);
+    m.ranks = {RankObservation{1, 100, 0, 880, 20, 0, 210, 8192}};
+    record.observed("b", m);
+    record.straggler({false, 0, "a", StragglerWatch::Cause::kStarved, "rank 0 on a holds the job back"});
+    record.event("restart", {{"why", "rank 1 on b exited with 1"}, {"restart", 1}, {"of", 3}});
+    record.rank_exited(1, "b", ExitedMsg{1, 0, 0, "", "", 9000, 2500});
+    record.ended(0);
+
+    const std::string table = record.table();
+    INFO(table);
+    // Grouped by host, one line per rank: wall, CPU (wait4's at the exit), waiting share, peak RSS, exit.
+    CHECK(std::regex_search(table, std::regex(R"(host +rank +wall +CPU +waiting +peak RSS +exit)")));
+    CHECK(std::regex_search(table, std::regex(R"(\ba +0 +[0-9.]+ s +1\.8 s +5 % +4 MiB +running)")));
+    CHECK(std::regex_search(table, std::regex(R"(\bb +1 +[0-9.]+ s +2\.5 s +88 % +9 MiB +0)")));
+  }
+  const auto lines = lines_of(path);
+  REQUIRE(lines.size() == 9);
+  const std::regex iso(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z)");
+  double last_t = 0;
+  for (const auto& l : lines) {
+    INFO(l.dump());
+    REQUIRE(l.is_object());
+    CHECK(std::regex_match(l.at("time").get<std::string>(), iso));
+    CHECK(l.at("t").get<double>() >= last_t);
+    last_t = l.at("t").get<double>();
+    const auto kind = l.at("event").get<std::string>();
+    REQUIRE(kSchema.count(kind) == 1);
+    for (const auto& key : kSchema.at(kind)) CHECK(l.contains(key));
+  }
+  CHECK(lines[0]["event"] == "job_start");
+  CHECK(lines[3]["event"] == "observation");
+  CHECK(lines[3]["ranks"][0]["busy"] == 0.9);
+  CHECK(lines[3]["ranks"][0]["cpu_limit"] == 0.25);
+  CHECK(lines[3]["ranks"][0]["cpu_s"] == 1.8);
+  CHECK(lines[3]["ranks"][0]["rss_kb"] == 4096);
+  CHECK(lines[5]["cause"] == "starved");
+  CHECK(lines[7]["event"] == "rank_exit");
+  CHECK(lines[7]["cpu_s"] == 2.5);
+  CHECK(lines.back()["event"] == "job_end");
+}
+
+TEST_CASE("--events: a file in a directory others may write in is refused, naming the flag") {
+  TempDir tmp;
+  const auto open_dir = tmp.path() / "open";
+  std::filesystem::create_directory(open_dir);
+  REQUIRE(::chmod(open_dir.c_str(), 0777) == 0);
+  try {
+    JobRecord record((open_dir / "events.jsonl").string(), false, false);
+    FAIL("no refusal");
+  } catch (const std::exception& e) {
+    CHECK_THAT(e.what(), Catch::Contains("--events") && Catch::Contains(open_dir.string()));
+  }
+  CHECK_FALSE(std::filesystem::exists(open_dir / "events.jsonl"));
+}
