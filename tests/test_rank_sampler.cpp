@@ -9,6 +9,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
 #include <functional>
 #include <thread>
 
@@ -132,4 +135,38 @@ TEST_CASE("rank sampler: a spinning, a sleeping, a socket-reading and a pipe-rea
     CHECK_FALSE(sampler.sample());
     CHECK_FALSE(sampler.take(RankSampler::Clock::now()));
   }
+}
+
+TEST_CASE("rank sampler: the CPUs a process's cgroup quota allows, cgroup v1 or v2, under a given root") {
+  // This process's own cgroup line names the path; a fake root holds the quota files for that path.
+  std::ifstream in("/proc/self/cgroup");
+  std::string line, v1_path, v2_path;
+  while (std::getline(in, line)) {
+    const auto first = line.find(':'), second = line.find(':', first + 1);
+    const std::string controllers = line.substr(first + 1, second - first - 1), path = line.substr(second + 1);
+    if (controllers.empty()) v2_path = path;
+    if (("," + controllers + ",").find(",cpu,") != std::string::npos) v1_path = path;
+  }
+  char pattern[] = "/tmp/hvrun-cgroup-XXXXXX";
+  REQUIRE(::mkdtemp(pattern) != nullptr);
+  const std::filesystem::path root = pattern;
+  const pid_t self = ::getpid();
+  CHECK(hvrun::cgroup_cpu_limit(self, root.string()) == 0);  // nothing there: no quota known
+  if (!v1_path.empty()) {
+    const auto dir = root / "cpu" / std::filesystem::path(v1_path).relative_path();
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir / "cpu.cfs_quota_us") << "-1\n";
+    std::ofstream(dir / "cpu.cfs_period_us") << "100000\n";
+    CHECK(hvrun::cgroup_cpu_limit(self, root.string()) == 0);  // -1: no quota
+    std::ofstream(dir / "cpu.cfs_quota_us") << "25000\n";
+    CHECK(hvrun::cgroup_cpu_limit(self, root.string()) == Approx(0.25));
+  } else {
+    const auto dir = root / std::filesystem::path(v2_path).relative_path();
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir / "cpu.max") << "max 100000\n";
+    CHECK(hvrun::cgroup_cpu_limit(self, root.string()) == 0);
+    std::ofstream(dir / "cpu.max") << "150000 100000\n";
+    CHECK(hvrun::cgroup_cpu_limit(self, root.string()) == Approx(1.5));
+  }
+  std::filesystem::remove_all(root);
 }
