@@ -8,7 +8,9 @@
 
 #include <catch2/catch.hpp>
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -28,9 +30,12 @@ struct LoopbackPair {
   std::uint16_t server_port = 0;
 };
 
-LoopbackPair loopback_pair() {
+// `receive_buffer` > 0: the server's SO_RCVBUF, set on the listener so the window it advertises is small.
+LoopbackPair loopback_pair(int receive_buffer = 0) {
   UniqueFd listener(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   REQUIRE(listener);
+  if (receive_buffer > 0)
+    REQUIRE(::setsockopt(listener.get(), SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof receive_buffer) == 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -120,6 +125,49 @@ TEST_CASE("rank sockets: a loopback connection of this process, its bytes, rate 
   CHECK(idle.slowest_peer.empty());
   CHECK_FALSE(idle.busy_share);
   REQUIRE(with_peer(idle, server) != nullptr);
+}
+
+TEST_CASE("rank sockets: of two links, the one whose receiver reads slowly is the slowest, held by its window") {
+  LoopbackPair fast = loopback_pair();
+  LoopbackPair slow = loopback_pair(16 * 1024);
+  const std::string slow_server = "127.0.0.1:" + std::to_string(slow.server_port);
+  RankSockets sockets(::getpid());
+  (void)sockets.sample();
+
+  // For 600 ms both clients write as fast as they can; the fast server reads all it gets, the slow one
+  // 16 KiB every 20 ms.
+  std::vector<char> chunk(256 * 1024, 'x');
+  const auto start = std::chrono::steady_clock::now();
+  auto next_slow_read = start;
+  while (std::chrono::steady_clock::now() - start < 600ms) {
+    pollfd fds[3] = {{fast.client.get(), POLLOUT, 0}, {fast.server.get(), POLLIN, 0}, {slow.client.get(), POLLOUT, 0}};
+    if (::poll(fds, 3, 5) < 0) FAIL("poll: " << std::strerror(errno));
+    if (fds[0].revents & POLLOUT) (void)::send(fast.client.get(), chunk.data(), chunk.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (fds[1].revents & POLLIN) (void)::recv(fast.server.get(), chunk.data(), chunk.size(), MSG_DONTWAIT);
+    if (fds[2].revents & POLLOUT) (void)::send(slow.client.get(), chunk.data(), chunk.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (std::chrono::steady_clock::now() >= next_slow_read) {
+      (void)::recv(slow.server.get(), chunk.data(), 16 * 1024, MSG_DONTWAIT);
+      next_slow_read += 20ms;
+    }
+  }
+  const RankSocketsSample s = sockets.sample();
+  CHECK(s.sending >= 2);
+  CHECK(s.slowest_peer == slow_server);
+  const TcpConnection* held = with_peer(s, slow_server);
+  const TcpConnection* free_running = with_peer(s, "127.0.0.1:" + std::to_string(fast.server_port));
+  REQUIRE(held != nullptr);
+  REQUIRE(free_running != nullptr);
+  CHECK(s.lowest_delivery_rate == held->delivery_rate);
+  CHECK(held->delivery_rate * 10 < free_running->delivery_rate);
+  if (!held->rwnd_limited_us) {
+    WARN("this kernel's tcp_info has no rwnd/sndbuf-limited times (before Linux 4.10)");
+    return;
+  }
+  // Held back by the peer's window, or by its own send buffer filling behind it (the kernel counts the
+  // stronger of the two at a time).
+  CHECK(*held->rwnd_limited_us + *held->sndbuf_limited_us > 0);
+  REQUIRE(s.rwnd_limited_share);
+  CHECK(*s.rwnd_limited_share + *s.sndbuf_limited_share > 0);
 }
 
 TEST_CASE("rank sockets: a process that has exited gives an empty sample, not an error") {
