@@ -5,9 +5,9 @@
 // nvmlInit fails (no driver, no GPU), available() is false and unavailable_reason() says why in one line.
 //
 // Blocking: NVML calls cannot be given a deadline. nvmlInit_v2 (in the constructor) may take a second or
-// more on a host without persistence mode, while the driver brings the GPUs up; sample() makes three
-// calls per device, each usually well under a millisecond. Make the object, and sample, off a loop that
-// must answer in time.
+// more on a host without persistence mode, while the driver brings the GPUs up; sample() makes two to
+// four calls per device, each usually well under a millisecond. Make the object, and sample, off a loop
+// that must answer in time. Not thread-safe.
 #include <sys/types.h>
 
 #include <cstdint>

@@ -2,7 +2,8 @@
 // A rank's TCP connections as the kernel measures them (issue 40: name the slow link): the sockets the
 // process holds (/proc/PID/fd, "socket:[INODE]") matched by inode against one NETLINK_SOCK_DIAG dump per
 // family (AF_INET, AF_INET6; TCP, ESTABLISHED, with INET_DIAG_INFO's struct tcp_info). Nothing is asked
-// of the rank itself and nothing needs root: the agent reads its own children.
+// of the rank itself and nothing needs root: the agent reads its own children. The dumps see the
+// sockets of the agent's network namespace, which its ranks share.
 //
 // Units: bytes, bytes per second, microseconds and segments, as tcp_info gives them; shares are
 // fractions of the window (0..1). Deltas run from the previous sample() of the same object.
