@@ -31,23 +31,34 @@ struct LoopbackPair {
 };
 
 // `receive_buffer` > 0: the server's SO_RCVBUF, set on the listener so the window it advertises is small.
-LoopbackPair loopback_pair(int receive_buffer = 0) {
-  UniqueFd listener(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+// `family`: AF_INET (127.0.0.1) or AF_INET6 (::1).
+LoopbackPair loopback_pair(int receive_buffer = 0, int family = AF_INET) {
+  UniqueFd listener(::socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0));
   REQUIRE(listener);
   if (receive_buffer > 0)
     REQUIRE(::setsockopt(listener.get(), SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof receive_buffer) == 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::bind(listener.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  sockaddr_storage addr{};
+  socklen_t len = 0;
+  if (family == AF_INET6) {
+    auto& in6 = reinterpret_cast<sockaddr_in6&>(addr);
+    in6.sin6_family = AF_INET6;
+    in6.sin6_addr = in6addr_loopback;
+    len = sizeof in6;
+  } else {
+    auto& in = reinterpret_cast<sockaddr_in&>(addr);
+    in.sin_family = AF_INET;
+    in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    len = sizeof in;
+  }
+  REQUIRE(::bind(listener.get(), reinterpret_cast<sockaddr*>(&addr), len) == 0);
   REQUIRE(::listen(listener.get(), 1) == 0);
-  socklen_t len = sizeof addr;
   REQUIRE(::getsockname(listener.get(), reinterpret_cast<sockaddr*>(&addr), &len) == 0);
   LoopbackPair pair;
-  pair.server_port = ntohs(addr.sin_port);
-  pair.client = UniqueFd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  pair.server_port = ntohs(family == AF_INET6 ? reinterpret_cast<sockaddr_in6&>(addr).sin6_port
+                                              : reinterpret_cast<sockaddr_in&>(addr).sin_port);
+  pair.client = UniqueFd(::socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0));
   REQUIRE(pair.client);
-  REQUIRE(::connect(pair.client.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  REQUIRE(::connect(pair.client.get(), reinterpret_cast<sockaddr*>(&addr), len) == 0);
   pair.server = UniqueFd(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
   REQUIRE(pair.server);
   return pair;
@@ -125,6 +136,19 @@ TEST_CASE("rank sockets: a loopback connection of this process, its bytes, rate 
   CHECK(idle.slowest_peer.empty());
   CHECK_FALSE(idle.busy_share);
   REQUIRE(with_peer(idle, server) != nullptr);
+}
+
+TEST_CASE("rank sockets: an IPv6 connection is found by the AF_INET6 dump, its peer in brackets") {
+  LoopbackPair pair = loopback_pair(0, AF_INET6);
+  RankSockets sockets(::getpid());
+  (void)sockets.sample();
+  pump(pair, 1 << 20);
+  std::this_thread::sleep_for(20ms);
+  const RankSocketsSample s = sockets.sample();
+  const TcpConnection* client = with_peer(s, "[::1]:" + std::to_string(pair.server_port));
+  REQUIRE(client != nullptr);
+  CHECK(client->local.starts_with("[::1]:"));
+  CHECK(s.bytes_sent >= (1u << 20));
 }
 
 TEST_CASE("rank sockets: of two links, the one whose receiver reads slowly is the slowest, held by its window") {
