@@ -3,7 +3,8 @@
 #   1. the GPUs, driver and CUDA runtime (nvidia-smi), the NCCL version hvrun is built against;
 #   2. a build with -DHVRUN_WITH_NCCL=ON (scripts/setup.sh into BUILD_DIR, default build-gpu/);
 #   3. the [gpu] tests (ctest -L gpu): allreduce, broadcast and allgather on device buffers, one rank
-#      per GPU, half and bfloat16 included;
+#      per GPU, half and bfloat16 included; the agent's per-process GPU sampling through NVML
+#      (GpuUsage, tests/test_gpu_usage.cpp), which skips, and so fails here, when NVML cannot be loaded;
 #   4. hvrun -np G -H localhost:G hvrun-allreduce-bench --backend nccl, G = the number of GPUs (one rank
 #      per GPU), 8 B to MAX_BYTES, every element of every result checked, with NCCL_DEBUG=INFO so that
 #      NCCL's own lines say its version and which network / NIC it uses.
