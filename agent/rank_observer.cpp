@@ -1,6 +1,9 @@
 #include "agent/rank_observer.hpp"
 
 #include <cmath>
+#include <string>
+
+#include "common/log.hpp"
 
 namespace hvrun {
 
@@ -8,13 +11,25 @@ namespace {
 
 int thousandths(double share) { return static_cast<int>(std::lround(share * 1000)); }
 
+// "10.0.0.2:4321" -> "10.0.0.2"; "[fd00::2]:4321" -> "fd00::2".
+std::string peer_address(const std::string& peer) {
+  if (!peer.empty() && peer.front() == '[') return peer.substr(1, peer.find(']') - 1);
+  return peer.substr(0, peer.rfind(':'));
+}
+
 }  // namespace
 
 RankObserver::RankObserver(boost::asio::io_context& io, std::function<void(ObservationMsg)> send)
     : io_(io), timer_(io), send_(std::move(send)) {}
 
 void RankObserver::add(int rank, pid_t pid) {
-  watched_.insert_or_assign(pid, Watched{rank, RankSampler(pid)});
+  std::unique_ptr<RankSockets> sockets;
+  try {
+    sockets = std::make_unique<RankSockets>(pid);
+  } catch (const std::exception& e) {
+    log_of(LogSubsys::kRank).debug("rank {}: its connections are not observed: {}", rank, e.what());
+  }
+  watched_.insert_or_assign(pid, Watched{rank, RankSampler(pid), std::move(sockets)});
   if (window_start_ == RankSampler::Clock::time_point{}) window_start_ = RankSampler::Clock::now();
   arm();
 }
@@ -44,9 +59,24 @@ void RankObserver::look() {
     ObservationMsg m;
     m.window_ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(now - window_start_).count());
     for (auto& [pid, w] : watched_) {
-      if (const auto s = w.sampler.take(now))
-        m.ranks.push_back({w.rank, thousandths(s->busy), thousandths(s->starved), thousandths(s->waiting),
-                           thousandths(s->own_data), thousandths(s->cpu_limit), s->cpu_ms, s->rss_kb});
+      const auto s = w.sampler.take(now);
+      if (!s) continue;
+      RankObservation o{w.rank, thousandths(s->busy), thousandths(s->starved), thousandths(s->waiting),
+                        thousandths(s->own_data), thousandths(s->cpu_limit), s->cpu_ms, s->rss_kb, 0, ""};
+      if (w.sockets) {
+        try {
+          const RankSocketsSample c = w.sockets->sample();
+          // An app-limited estimate is a floor of what the link can do: kept, as a slow link's is low
+          // either way and a fast link's stays far above it.
+          if (c.sending > 0) {
+            o.send_rate_kbs = static_cast<long long>(c.lowest_delivery_rate / 1000);
+            o.send_peer = peer_address(c.slowest_peer);
+          }
+        } catch (const std::exception& e) {
+          log_of(LogSubsys::kRank).debug("rank {}: its connections were not read: {}", w.rank, e.what());
+        }
+      }
+      m.ranks.push_back(std::move(o));
     }
     window_start_ = now;
     if (!m.ranks.empty()) send_(std::move(m));

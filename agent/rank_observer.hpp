@@ -1,18 +1,22 @@
 #pragma once
 // Issue 40: the agent watches its running ranks' main threads (RankSampler, agent/rank_sampler.hpp) on
 // its own loop, ten looks a second, and sends the launcher each rank's shares every window
-// (ObservationMsg). Runs while the agent has ranks; costs the ranks nothing (it reads /proc).
+// (ObservationMsg), with each rank's slowest sending TCP connection (RankSockets, sock_diag: 2 to 5 ms a
+// rank a window, measured). Runs while the agent has ranks; costs the ranks nothing (it reads /proc and
+// asks the kernel).
 #include <sys/types.h>
 
 #include <chrono>
 #include <functional>
 #include <map>
+#include <memory>
 
 #include <utility>  // before Asio: docs/DESIGN.md §8
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 
 #include "agent/rank_sampler.hpp"
+#include "agent/rank_sockets.hpp"
 #include "common/control_message.hpp"
 
 namespace hvrun {
@@ -32,6 +36,7 @@ class RankObserver {
   struct Watched {
     int rank = 0;
     RankSampler sampler;
+    std::unique_ptr<RankSockets> sockets;  // none when the kernel refused a sock_diag socket
   };
   void arm();
   void look();

@@ -73,9 +73,9 @@ TEST_CASE("straggler watch: a rank held to a quarter of a CPU, as measured on to
           "others' compute part of the time, and is named") {
   // Shares sampled from a 3-rank DDP job on one host, rank 1 in a cpu cgroup of 25 ms per 100 ms.
   std::vector<RankShares> measured(3);
-  measured[0] = {0, "h", 0.21, 0.70, 0.0, 0.09, 0};
-  measured[1] = {1, "h", 0.20, 0.37, 0.0, 0.43, 0.25};
-  measured[2] = {2, "h", 0.21, 0.71, 0.0, 0.08, 0};
+  measured[0] = {0, "h", 0.21, 0.70, 0.0, 0.09, 0, 0, ""};
+  measured[1] = {1, "h", 0.20, 0.37, 0.0, 0.43, 0.25, 0, ""};
+  measured[2] = {2, "h", 0.21, 0.71, 0.0, 0.08, 0, 0, ""};
   StragglerWatch watch;
   auto at = StragglerWatch::Clock::time_point{} + 1h;
   const auto e = feed(watch, measured, 3, at);
@@ -191,4 +191,60 @@ TEST_CASE("straggler watch: a rank that comes and goes is named once a minute at
   without.erase(without.begin() + 4);
   CHECK(feed(watch, without, 5, at).empty());
   CHECK(watch.named().empty());
+}
+
+namespace {
+
+// Six ranks on three hosts in a ring (rank r sends to rank r+1): every connection carries `fast` bytes/s
+// except those from or to `slow_host` ("" for none), which carry `slow`; every rank waits 85 %.
+std::vector<RankShares> ring(const std::string& slow_host, double fast, double slow) {
+  auto ranks = job(0.85);
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    ranks[r].send_peer = ranks[(r + 1) % ranks.size()].host;
+    if (ranks[r].send_peer == ranks[r].host) ranks[r].send_peer = "";  // on the same host: no link
+    ranks[r].send_rate = ranks[r].host == slow_host || ranks[r].send_peer == slow_host ? slow : fast;
+  }
+  return ranks;
+}
+
+}  // namespace
+
+TEST_CASE("straggler watch: a host whose every connection is far slower than the others' is named as a slow "
+          "link, with the rates, and said to recover; nothing when the links are alike or the ranks do not wait") {
+  auto at = StragglerWatch::Clock::time_point{} + 1h;
+  {
+    StragglerWatch watch;
+    CHECK(feed(watch, ring("", 900e6, 0), 5, at).empty());        // alike
+    CHECK(feed(watch, ring("lab2", 900e6, 300e6), 5, at).empty());  // a third slower: not far below
+    const auto named = feed(watch, ring("lab2", 900e6, 4.8e6), 3, at);
+    REQUIRE(named.size() == 1);
+    CHECK(named[0].cause == StragglerWatch::Cause::kLink);
+    CHECK(named[0].rank == -1);
+    CHECK(named[0].host == "lab2");
+    CHECK(named[0].text == "the network link of lab2 holds the job back: its connections (with lab0, lab1) carry "
+                           "4.8 MB/s at most, the others' 900 MB/s, while the ranks wait 85 % on peers; check lab2's "
+                           "NIC (ethtool: speed, errors) and any shaping on it (tc qdisc)");
+    CHECK(feed(watch, ring("lab2", 900e6, 4.8e6), 10, at).empty());  // said once
+    const auto back = feed(watch, ring("", 900e6, 0), 3, at);
+    REQUIRE(back.size() == 1);
+    CHECK(back[0].recovered);
+    CHECK(back[0].text == "the network link of lab2 no longer holds the job back");
+  }
+  {
+    StragglerWatch watch;
+    auto idle = ring("lab2", 900e6, 4.8e6);
+    for (auto& r : idle) {
+      r.waiting = 0.1;  // the ranks compute: a slow link that nobody waits for holds nothing back
+      r.busy = 0.9;
+    }
+    CHECK(feed(watch, idle, 5, at).empty());
+  }
+  {
+    StragglerWatch watch;
+    auto two = ring("lab2", 900e6, 4.8e6);
+    two.resize(4);  // two hosts only: no connection between others to compare with
+    for (auto& r : two)
+      if (r.send_peer == "lab2" || r.host == "lab2") r.send_peer = "";
+    CHECK(feed(watch, two, 5, at).empty());
+  }
 }

@@ -166,7 +166,15 @@ class JobCore {
     for (const RankObservation& r : m.ranks) policy().check_rank_of(i, r.rank);
     if (!stragglers) stragglers.emplace(hosts.size());
     record.observed(hosts[i].name, m);
-    for (const auto& e : stragglers->report(i, hosts[i].name, m, Clock::now())) {
+    const auto host_of = [this](const std::string& address) -> std::string {
+      for (const JobHost& h : hosts)
+        if (h.hello)
+          for (const InterfaceInfo& nic : h.hello->interfaces)
+            for (const std::string& a : nic.addresses)
+              if (a == address) return h.name;
+      return "";
+    };
+    for (const auto& e : stragglers->report(i, hosts[i].name, m, Clock::now(), host_of)) {
       record.straggler(e);
       if (e.recovered)
         spdlog::info("{}", e.text);

@@ -132,7 +132,8 @@ void JobRecord::observed(const std::string& host, const ObservationMsg& m) {
     ranks.push_back({{"rank", o.rank}, {"busy", o.busy / 1000.0}, {"waiting", o.waiting / 1000.0},
                      {"own_data", o.own_data / 1000.0}, {"starved", o.starved / 1000.0},
                      {"cpu_limit", o.cpu_limit / 1000.0}, {"cpu_s", rounded(static_cast<double>(o.cpu_ms) / 1000, 0.001)},
-                     {"rss_kb", o.rss_kb}});
+                     {"rss_kb", o.rss_kb}, {"send_rate_mbs", rounded(static_cast<double>(o.send_rate_kbs) / 1000, 0.001)},
+                     {"send_peer", o.send_peer}});
   }
   write({{"event", "observation"}, {"host", host}, {"window_s", m.window_ms / 1000.0}, {"ranks", std::move(ranks)}});
   draw_status();
@@ -140,10 +141,13 @@ void JobRecord::observed(const std::string& host, const ObservationMsg& m) {
 
 void JobRecord::straggler(const StragglerWatch::Event& e) {
   clear_status();
-  write({{"event", e.recovered ? "straggler_recovered" : "straggler"}, {"rank", e.rank}, {"host", e.host},
-         {"cause", e.cause == StragglerWatch::Cause::kComputes  ? "computes"
-                   : e.cause == StragglerWatch::Cause::kOwnData ? "own_data"
-                                                                 : "starved"},
+  const char* cause = "computes";
+  if (e.cause == StragglerWatch::Cause::kOwnData) cause = "own_data";
+  if (e.cause == StragglerWatch::Cause::kStarved) cause = "starved";
+  if (e.cause == StragglerWatch::Cause::kLink) cause = "link";
+  // A link's line names a host, no rank: "rank" is null.
+  write({{"event", e.recovered ? "straggler_recovered" : "straggler"},
+         {"rank", e.rank >= 0 ? nlohmann::json(e.rank) : nlohmann::json(nullptr)}, {"host", e.host}, {"cause", cause},
          {"text", e.text}});
 }
 

@@ -8,7 +8,8 @@ StragglerBoard::StragglerBoard(std::size_t hosts, StragglerWatch::Settings setti
     : settings_(settings), watch_(settings), parts_(hosts) {}
 
 std::vector<StragglerWatch::Event> StragglerBoard::report(std::size_t host, const std::string& name,
-                                                          const ObservationMsg& m, Clock::time_point now) {
+                                                          const ObservationMsg& m, Clock::time_point now,
+                                                          const std::function<std::string(const std::string&)>& host_of) {
   if (host >= parts_.size()) parts_.resize(host + 1);
   Part& part = parts_[host];
   part = Part{};
@@ -22,6 +23,8 @@ std::vector<StragglerWatch::Event> StragglerBoard::report(std::size_t host, cons
     s.waiting = r.waiting / 1000.0;
     s.own_data = r.own_data / 1000.0;
     s.cpu_limit = r.cpu_limit / 1000.0;
+    s.send_rate = static_cast<double>(r.send_rate_kbs) * 1000;
+    if (!r.send_peer.empty() && host_of) s.send_peer = host_of(r.send_peer);
     part.ranks.push_back(s);
   }
   if (judged_ == Clock::time_point{}) judged_ = now;

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstddef>
 #include <string>
+#include <functional>
 #include <vector>
 
 #include "common/control_message.hpp"
@@ -19,8 +20,10 @@ class StragglerBoard {
   explicit StragglerBoard(std::size_t hosts, StragglerWatch::Settings settings = {});
 
   // Host `host` (named `name`) sent `m` at `now`: the lines the window it completes brings, if any.
+  // `host_of` names the job host that has an address ("" for none).
   std::vector<StragglerWatch::Event> report(std::size_t host, const std::string& name, const ObservationMsg& m,
-                                            Clock::time_point now);
+                                            Clock::time_point now,
+                                            const std::function<std::string(const std::string&)>& host_of = {});
 
  private:
   struct Part {

@@ -1,6 +1,7 @@
 #include "launcher/job/straggler_watch.hpp"
 
 #include <algorithm>
+#include <set>
 #include <cmath>
 #include <cstdio>
 
@@ -34,6 +35,7 @@ const char* StragglerWatch::cause_name(Cause cause) {
     case Cause::kComputes: return "computes";
     case Cause::kOwnData: return "waits for its own data";
     case Cause::kStarved: return "starved of CPU";
+    case Cause::kLink: return "has a slow link";
   }
   return "?";
 }
@@ -61,6 +63,8 @@ std::string StragglerWatch::onset_text(const RankShares& r, Cause cause, double 
     case Cause::kComputes:
       return head + "busy " + percent(r.busy) + others + "; it computes more than they do (a slower device or "
              "more work on this rank)";
+    case Cause::kLink:
+      break;
   }
   return head;
 }
@@ -73,6 +77,7 @@ std::vector<StragglerWatch::Event> StragglerWatch::window(const std::vector<Rank
     it = present ? std::next(it) : tracks_.erase(it);
   }
   if (ranks.size() < 2) return events;
+  judge_links(ranks, now, events);
 
   std::vector<bool> candidate(ranks.size(), false);
   std::vector<double> others_wait(ranks.size(), 0);
@@ -121,6 +126,75 @@ std::vector<StragglerWatch::Event> StragglerWatch::window(const std::vector<Rank
     }
   }
   return events;
+}
+
+namespace {
+
+std::string rate_text(double bytes_per_s) {
+  char buf[32];
+  const double mb = bytes_per_s / 1e6;
+  std::snprintf(buf, sizeof buf, mb >= 100 ? "%.0f MB/s" : mb >= 1 ? "%.1f MB/s" : "%.2f MB/s", mb);
+  return buf;
+}
+
+}  // namespace
+
+// A host whose every sending connection (its ranks' and its peers' towards it) is far slower than the
+// connections between the other hosts, while the ranks wait on peers: its link holds the job back. Each
+// rank gives its slowest sending connection: an edge (its host, the peer's host, the rate).
+void StragglerWatch::judge_links(const std::vector<RankShares>& ranks, Clock::time_point now, std::vector<Event>& events) {
+  struct Edge {
+    std::string from, to;
+    double rate;
+  };
+  std::vector<Edge> edges;
+  std::vector<double> waits;
+  std::set<std::string> hosts;
+  for (const RankShares& r : ranks) {
+    waits.push_back(r.waiting);
+    if (r.send_rate <= 0 || r.send_peer.empty() || r.send_peer == r.host) continue;
+    edges.push_back({r.host, r.send_peer, r.send_rate});
+    hosts.insert(r.host);
+    hosts.insert(r.send_peer);
+  }
+  const double job_wait = median(waits);
+  for (const std::string& h : hosts) {
+    std::vector<double> touching, others;
+    for (const Edge& e : edges) (e.from == h || e.to == h ? touching : others).push_back(e.rate);
+    const bool candidate = job_wait >= settings_.others_wait && !touching.empty() && !others.empty() &&
+                           *std::max_element(touching.begin(), touching.end()) < settings_.slow_link * median(others);
+    Track& t = link_tracks_[h];
+    if (candidate) {
+      t.clear = 0;
+      if (!t.named && ++t.streak >= settings_.onset) {
+        t.named = true;
+        auto& last = link_last_line_[h];
+        t.said = last == Clock::time_point{} || now - last >= settings_.repeat;
+        if (t.said) {
+          last = now;
+          std::set<std::string> peers;
+          for (const Edge& e : edges)
+            if (e.from == h || e.to == h) peers.insert(e.from == h ? e.to : e.from);
+          std::vector<std::string> peer_list(peers.begin(), peers.end());
+          std::string joined;
+          for (const auto& p : peer_list) joined += (joined.empty() ? "" : ", ") + p;
+          events.push_back(Event{false, -1, h, Cause::kLink,
+                                 "the network link of " + h + " holds the job back: its connections (with " + joined +
+                                     ") carry " + rate_text(*std::max_element(touching.begin(), touching.end())) +
+                                     " at most, the others' " + rate_text(median(others)) + ", while the ranks wait " +
+                                     percent(job_wait) + " on peers; check " + h +
+                                     "'s NIC (ethtool: speed, errors) and any shaping on it (tc qdisc)"});
+        }
+      }
+    } else {
+      t.streak = 0;
+      if (t.named && ++t.clear >= settings_.recovery) {
+        t.named = false;
+        t.clear = 0;
+        if (t.said) events.push_back(Event{true, -1, h, Cause::kLink, "the network link of " + h + " no longer holds the job back"});
+      }
+    }
+  }
 }
 
 std::vector<int> StragglerWatch::named() const {

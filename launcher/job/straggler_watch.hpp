@@ -30,6 +30,10 @@ struct RankShares {
   double own_data = 0;  // blocked on its own input: a file read, the disk (D), a sleep
   double starved = 0;   // runnable but not running: run-queue delay plus cgroup throttling
   double cpu_limit = 0; // the CPUs its cgroup's quota allows (0: no quota)
+  // Its slowest TCP connection that sent data in the window (the kernel's delivery rate, bytes/s; 0: none
+  // sent) and the host at the other end ("" when not a job host).
+  double send_rate = 0;
+  std::string send_peer;
 };
 
 class StragglerWatch {
@@ -46,9 +50,11 @@ class StragglerWatch {
                                     // the others' compute: 0.37 against their 0.70, measured)
     double starved = 0.2;           // a starved share at least this makes starvation the cause
     std::chrono::seconds repeat{60};  // one onset line per rank and cause in this time at most
+    double slow_link = 0.25;        // a host's connections below this part of the others': a slow link
   };
 
-  enum class Cause { kComputes, kOwnData, kStarved };
+  // kLink: a host's network link (Event::rank is -1, Event::host the host).
+  enum class Cause { kComputes, kOwnData, kStarved, kLink };
 
   struct Event {
     bool recovered = false;  // false: holds the job back from now; true: no longer
@@ -79,10 +85,13 @@ class StragglerWatch {
     Cause cause = Cause::kComputes;
   };
   Cause cause_of(const RankShares& r) const;
+  void judge_links(const std::vector<RankShares>& ranks, Clock::time_point now, std::vector<Event>& events);
   std::string onset_text(const RankShares& r, Cause cause, double others_wait) const;
 
   Settings settings_;
   std::map<int, Track> tracks_;
+  std::map<std::string, Track> link_tracks_;  // by host
+  std::map<std::string, Clock::time_point> link_last_line_;
   std::map<std::pair<int, Cause>, Clock::time_point> last_line_;
 };
 
