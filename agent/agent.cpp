@@ -48,6 +48,7 @@
 #include "common/probe_message.hpp"
 #include "common/job_secret.hpp"
 #include "agent/probe_listener.hpp"
+#include "agent/link_tester.hpp"
 #include "agent/prober.hpp"
 #include "agent/rendezvous_knock.hpp"
 #include "common/horovod_rendezvous.hpp"
@@ -90,6 +91,7 @@ struct Agent::Impl {
   int host_index = -1;
   ProbeListener probe_listener;
   std::unique_ptr<Prober> prober;
+  std::unique_ptr<LinkTester> link_tester;
   std::unique_ptr<RendezvousKnock> knock;  // the latest KnockMsg's
   std::unique_ptr<StoreServer> store;  // lives as long as the job: the agent exits with it
   std::unique_ptr<HorovodRendezvous> horovod_rendezvous;  // likewise, on rank 0's host
@@ -215,6 +217,13 @@ struct Agent::Impl {
         remote.push_back(t);
     }
     prober->probe(remote, std::chrono::milliseconds(m.timeout_ms), [this](ProbeResultMsg r) {
+      if (!state.finished()) send(r);
+    });
+  }
+
+  void handle(const LinkTestRequestMsg& m) {
+    if (!link_tester) link_tester = std::make_unique<LinkTester>(io, *secret);
+    link_tester->test(m, [this](LinkTestResultMsg r) {
       if (!state.finished()) send(r);
     });
   }
