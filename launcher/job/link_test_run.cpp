@@ -29,7 +29,7 @@ bool LinkTestRun::start() {
   answered_.assign(figures_.size(), false);
   pending_ = figures_.size();
   running_ = true;
-  log_of(LogSubsys::kNic).info("measuring {} links ({} or {} each)", figures_.size(), "4 MiB", "250 ms");
+  log_of(LogSubsys::kNic).info("measuring {} links, each host to the next (4 MiB or 250 ms each)", figures_.size());
   for (std::size_t i = 0; i < requests.size(); ++i) {
     if (requests[i].targets.empty()) continue;
     requests[i].max_bytes = kBytes;

@@ -14,7 +14,6 @@
 
 #include "common/control_message.hpp"
 #include "launcher/nic/link_speed.hpp"
-#include "launcher/nic/nic_selector.hpp"
 
 namespace hvrun {
 
