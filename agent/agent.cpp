@@ -49,6 +49,7 @@
 #include "common/probe_message.hpp"
 #include "common/job_secret.hpp"
 #include "agent/probe_listener.hpp"
+#include "agent/link_tester.hpp"
 #include "agent/prober.hpp"
 #include "agent/rendezvous_knock.hpp"
 #include "common/horovod_rendezvous.hpp"
@@ -92,6 +93,7 @@ struct Agent::Impl {
   int host_index = -1;
   ProbeListener probe_listener;
   std::unique_ptr<Prober> prober;
+  std::unique_ptr<LinkTester> link_tester;
   std::unique_ptr<RendezvousKnock> knock;  // the latest KnockMsg's
   std::unique_ptr<StoreServer> store;  // lives as long as the job: the agent exits with it
   std::unique_ptr<HorovodRendezvous> horovod_rendezvous;  // likewise, on rank 0's host
@@ -141,12 +143,7 @@ struct Agent::Impl {
     });
     HelloMsg hello{kVersion,          local_hostname(), static_cast<int>(::getpid()), pick_free_port(),
                    probe_listener.port(), list_interfaces(), {},  {}, network_stack_identity()};
-    // sshd sets SSH_CONNECTION="client_ip client_port server_ip server_port" for the agent's session.
-    if (const char* c = std::getenv("SSH_CONNECTION")) {
-      std::istringstream words(c);
-      std::string client_port, server_port;
-      words >> hello.ssh_client_address >> client_port >> hello.ssh_server_address >> server_port;
-    }
+    read_ssh_connection(hello.ssh_client_address, hello.ssh_server_address);
     send(hello);
     // From now on (hello comes first) the listeners' warnings about strangers go to hvrun, which prints
     // them: this agent's stderr reaches nobody when it came over SSH.
@@ -217,6 +214,13 @@ struct Agent::Impl {
         remote.push_back(t);
     }
     prober->probe(remote, std::chrono::milliseconds(m.timeout_ms), [this](ProbeResultMsg r) {
+      if (!state.finished()) send(r);
+    });
+  }
+
+  void handle(const LinkTestRequestMsg& m) {
+    if (!link_tester) link_tester = std::make_unique<LinkTester>(io, *secret);
+    link_tester->test(m, [this](LinkTestResultMsg r) {
       if (!state.finished()) send(r);
     });
   }
@@ -466,9 +470,7 @@ struct Agent::Impl {
       auto reaped = ranks.reap(ranks.at(slot).pid, *status);
       if (!reaped) continue;
       observer.remove(ranks.at(slot).pid);
-      const rusage& u = processes[slot].usage();
-      reaped->exit.peak_rss_kb = static_cast<int>(std::min<long>(u.ru_maxrss, INT_MAX));
-      reaped->exit.cpu_ms = (u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1000LL + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1000;
+      add_usage(reaped->exit, processes[slot].usage());
       if (reaped->exit.signal == SIGKILL) {
         std::optional<bool> grew;
         const auto now = own_cgroup_oom_kills();

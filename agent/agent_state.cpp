@@ -26,6 +26,9 @@ AgentState::Decision AgentState::on_message(const ControlMessage& msg) {
         } else if constexpr (std::is_same_v<M, ProbeRequestMsg>) {
           if (phase_ == Phase::kAwaitingJob) throw ProtocolError("launcher: probe request before the job message");
           return {};
+        } else if constexpr (std::is_same_v<M, LinkTestRequestMsg>) {
+          if (phase_ == Phase::kAwaitingJob) throw ProtocolError("launcher: link test request before the job message");
+          return {};
         } else if constexpr (std::is_same_v<M, KnockMsg>) {
           if (phase_ == Phase::kAwaitingJob) throw ProtocolError("launcher: knock request before the job message");
           return {};

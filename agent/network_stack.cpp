@@ -4,7 +4,9 @@
 
 #include <cerrno>
 #include <cstring>
+#include <cstdlib>
 #include <fstream>
+#include <sstream>
 
 #include "common/log.hpp"
 
@@ -26,6 +28,14 @@ std::string network_stack_identity() {
     return {};
   }
   return boot_id + "/net:" + std::to_string(ns.st_dev) + ":" + std::to_string(ns.st_ino);
+}
+
+void read_ssh_connection(std::string& client_address, std::string& server_address) {
+  const char* c = std::getenv("SSH_CONNECTION");
+  if (!c) return;
+  std::istringstream words(c);
+  std::string client_port, server_port;
+  words >> client_address >> client_port >> server_address >> server_port;
 }
 
 }  // namespace hvrun

@@ -10,4 +10,9 @@ namespace hvrun {
 // "BOOT_ID/net:DEV:INODE" for this process; "" when /proc cannot tell (then it matches nothing).
 std::string network_stack_identity();
 
+// The launcher's address as this host saw it and the address this host was reached on, from the
+// SSH_CONNECTION sshd sets for the agent's session ("client_ip client_port server_ip server_port");
+// left as they are without it (a local agent).
+void read_ssh_connection(std::string& client_address, std::string& server_address);
+
 }  // namespace hvrun

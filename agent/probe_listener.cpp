@@ -5,6 +5,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/write.hpp>
 #include <optional>
+#include <vector>
 
 #include "common/error.hpp"
 #include "common/frame_codec.hpp"
@@ -31,6 +32,12 @@ struct ProbeSession : std::enable_shared_from_this<ProbeSession> {
   std::array<char, 512> buffer{};
   std::string reply;
   std::size_t received = 0;
+  // A link test's: the nonce this listener sent, then the raw bytes counted once the sender proved the
+  // secret (a bigger buffer for them).
+  std::string link_nonce;
+  bool counting = false;
+  std::size_t counted = 0;
+  std::vector<char> bulk;
 
   void close() {
     boost::system::error_code ignored;
@@ -83,13 +90,53 @@ struct ProbeListener::Impl : std::enable_shared_from_this<ProbeListener::Impl> {
         s->decoder.feed(std::string_view(s->buffer.data(), n));
         auto frame = s->decoder.next();
         if (!frame) return self->read(s);
-        const ProbeChallenge challenge = decode_probe_challenge(frame->payload, "prober");
-        const ProbeAnswer answer{self->host_index, self->hostname,
-                                 self->secret->mac(probe_mac_input(challenge.nonce, self->host_index))};
-        s->reply = encode_frame(FrameType::kControl, encode_probe_answer(answer));
+        if (!s->link_nonce.empty()) return self->start_counting(s, frame->payload);
+        if (self->answer(s, frame->payload)) return self->read(s);  // a link test: its start comes next
       } catch (const std::exception&) {
         return s->close();  // garbage: no answer, no trace
       }
+      asio::async_write(s->socket, asio::buffer(s->reply), [s](auto, std::size_t) { s->close(); });
+    });
+  }
+
+  // The first frame: a probe's challenge (the reply is the whole exchange: false), or a link test's
+  // hello (the reply is this listener's challenge, written here: true). Throws for anything else.
+  bool answer(const std::shared_ptr<ProbeSession>& s, const std::string& payload) {
+    std::optional<ProbeChallenge> challenge;
+    try {
+      challenge = decode_probe_challenge(payload, "prober");
+    } catch (const ProtocolError&) {
+      const LinkHello hello = decode_link_hello(payload, "link tester");
+      s->link_nonce = random_bytes(kProbeNonceSize);
+      s->reply = encode_frame(FrameType::kControl,
+                             encode_link_challenge(LinkChallenge{host_index, s->link_nonce,
+                                                                 secret->mac(link_listener_mac_input(hello.nonce, host_index))}));
+      asio::async_write(s->socket, asio::buffer(s->reply), [s](auto, std::size_t) {});  // a failure ends the read
+      return true;
+    }
+    s->reply = encode_frame(FrameType::kControl,
+                            encode_probe_answer(ProbeAnswer{host_index, hostname, secret->mac(probe_mac_input(challenge->nonce, host_index))}));
+    return false;
+  }
+
+  // The link test's start: a sender without the job's secret is closed unanswered; else the raw bytes
+  // after the frame are counted until the sender ends its stream.
+  void start_counting(std::shared_ptr<ProbeSession> s, const std::string& payload) {
+    const LinkStart start = decode_link_start(payload, "link tester");
+    if (!secret->verify(link_sender_mac_input(s->link_nonce), start.mac)) return s->close();
+    s->counting = true;
+    s->counted = s->decoder.buffered();
+    s->bulk.resize(64 * 1024);
+    count(std::move(s));
+  }
+
+  void count(std::shared_ptr<ProbeSession> s) {
+    s->socket.async_read_some(asio::buffer(s->bulk), [self = shared_from_this(), s](auto ec, std::size_t n) {
+      s->counted += n;
+      if (s->counted > kMaxLinkBytes) return s->close();
+      if (!ec) return self->count(s);
+      if (ec != asio::error::eof) return s->close();
+      s->reply = encode_frame(FrameType::kControl, encode_link_count(LinkCount{static_cast<int>(s->counted)}));
       asio::async_write(s->socket, asio::buffer(s->reply), [s](auto, std::size_t) { s->close(); });
     });
   }

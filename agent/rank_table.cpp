@@ -1,5 +1,7 @@
 #include "agent/rank_table.hpp"
 
+#include <algorithm>
+#include <climits>
 #include <utility>
 
 #include "agent/kernel_log.hpp"
@@ -63,6 +65,11 @@ std::vector<std::string> rank_environment(const LaunchMsg& launch, const RankLau
   out.reserve(env.size());
   for (const auto& [k, v] : env) out.push_back(k + "=" + v);
   return out;
+}
+
+void add_usage(ExitedMsg& exit, const rusage& u) {
+  exit.peak_rss_kb = static_cast<int>(std::min<long>(u.ru_maxrss, INT_MAX));
+  exit.cpu_ms = (u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1000LL + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1000;
 }
 
 }  // namespace hvrun

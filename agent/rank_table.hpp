@@ -3,6 +3,8 @@
 // reaped, and each rank's exit report, made once. Slots number the ranks in the order they started
 // (add()); the agent (agent.cpp) keeps each rank's pipes under its slot. Also what a rank's exit report
 // says, from a wait status or a failed spawn, and the environment a rank starts with.
+#include <sys/resource.h>
+
 #include <sys/types.h>
 
 #include <cstddef>
@@ -56,6 +58,8 @@ class RankTable {
 // The exit report of `rank` from waitpid's status: its exit code, or 128 + N and the signal N that
 // killed it.
 ExitedMsg exit_report(int rank, int wait_status);
+// The rank's peak RSS and CPU time (user + system) into its exit, from wait4's `usage`.
+void add_usage(ExitedMsg& exit, const rusage& usage);
 // Who sent the SIGKILL that ended a rank, as the exit report's `cause`: the OOM killer (its kernel log
 // record, KernelLog::oom_kill_of), hvrun itself (after the kill grace), or someone else; the last is
 // certain only when the kernel log could be read.

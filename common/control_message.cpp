@@ -100,6 +100,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ObservationMsg, window_ms, ranks)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ProbeAddress, host, iface, address, port)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ProbeRequestMsg, targets, timeout_ms)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ProbeResultMsg, host, iface, address, outcome, answered_as, elapsed_ms, detail)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(LinkTestRequestMsg, targets, max_bytes, max_ms, timeout_ms)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(LinkTestResultMsg, host, address, bytes, micros, error)
 
 void to_json(nlohmann::json&, const ShutdownMsg&) {}
 void from_json(const nlohmann::json&, ShutdownMsg&) {}
@@ -141,6 +143,8 @@ HVRUN_MESSAGE_NAME(KnockMsg, "knock")
 HVRUN_MESSAGE_NAME(KnockResultMsg, "knock_result")
 HVRUN_MESSAGE_NAME(NoticeMsg, "notice")
 HVRUN_MESSAGE_NAME(ObservationMsg, "observation")
+HVRUN_MESSAGE_NAME(LinkTestRequestMsg, "link_test_request")
+HVRUN_MESSAGE_NAME(LinkTestResultMsg, "link_test_result")
 #undef HVRUN_MESSAGE_NAME
 
 // A JSON value that is not a number, or a number an int holds exactly.

@@ -16,7 +16,7 @@ namespace hvrun {
 // Raised whenever a control message changes (a field added, removed or changing meaning). HelloMsg
 // carries it and the launcher refuses an agent of another one, so neither side misreads the other.
 // An agent whose hello lacks it speaks version 1.
-inline constexpr int kControlVersion = 8;
+inline constexpr int kControlVersion = 9;
 
 // launcher → agent, first message: the job's secret and how often each side must hear the other.
 // Either side that hears nothing for heartbeat_ms decides the other is gone.
@@ -124,6 +124,28 @@ struct ProbeResultMsg {
   int answered_as = -1;
   int elapsed_ms = 0;
   std::string detail;  // strerror or what was wrong with the answer; "" for ok
+};
+
+// launcher → agent, once the NICs are chosen and before the launch: measure what this host's chosen NIC
+// carries to each target (the peer's chosen address and its probe port; ProbeAddress::iface is the
+// peer's chosen NIC), all at once (agent/link_tester.hpp): send raw bytes until max_bytes are sent or
+// max_ms have passed, each pair within timeout_ms in all.
+struct LinkTestRequestMsg {
+  std::vector<ProbeAddress> targets;
+  int max_bytes = 0;
+  int max_ms = 0;
+  int timeout_ms = 0;
+};
+
+// agent → launcher: one target's figure: the bytes its listener confirmed and the microseconds from the
+// first byte to its answer; or `error` (the connect's error, "no answer within 2 s", a bad MAC), then
+// bytes and micros are 0.
+struct LinkTestResultMsg {
+  int host = 0;
+  std::string address;
+  int bytes = 0;
+  int micros = 0;
+  std::string error;
 };
 
 // both ways, every heartbeat_ms / 4 (whatever else is sent); every frame received rearms the watchdog.
@@ -295,7 +317,7 @@ using ControlMessage =
     std::variant<JobMsg, ReadyMsg, HeartbeatMsg, HelloMsg, ProbeRequestMsg, ProbeResultMsg, LaunchMsg, StartedMsg, ExitedMsg, FatalMsg, TerminateMsg, ShutdownMsg, OutputAckMsg,
                  HorovodRendezvousMsg, HorovodRendezvousReadyMsg, StacksRequestMsg, StacksMsg, FingerprintRequestMsg,
                  FingerprintMsg, SyncCheckMsg, SyncNeedMsg, RestartMsg, RestartReadyMsg, KnockMsg, KnockResultMsg, NoticeMsg,
-                 ObservationMsg>;
+                 ObservationMsg, LinkTestRequestMsg, LinkTestResultMsg>;
 
 // `interfaces` as HelloMsg carries them on the wire (every field of InterfaceInfo): the launcher's probe
 // cache keys on it, so a field added there changes the key with it.

@@ -73,6 +73,15 @@ std::string hex_field(const nlohmann::json& j, const char* name, std::size_t siz
   }
 }
 
+// A non-negative int from field `name`, checked before any conversion: nlohmann turns 2.5 into 2 and
+// 4294967297 into 1 silently.
+int count_field(const nlohmann::json& j, const char* name, const std::string& what) {
+  const nlohmann::json& v = j.at(name);
+  if (!v.is_number_unsigned() || v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT_MAX))
+    throw ProtocolError(what + "\"" + name + "\" " + v.dump() + " is not a count");
+  return static_cast<int>(v.get<std::uint64_t>());
+}
+
 std::string dump(nlohmann::json j, const char* type) {
   j["type"] = type;
   j["version"] = kProbeVersion;
@@ -134,6 +143,58 @@ ProbeAnswer decode_probe_answer(std::string_view payload, const std::string& pee
 
 std::string probe_mac_input(const std::string& nonce, int host_index) {
   return "hvrun-probe|" + nonce + "|" + std::to_string(host_index);
+}
+
+namespace {
+constexpr const char* kLinkHelloType = "link_hello";
+constexpr const char* kLinkChallengeType = "link_challenge";
+constexpr const char* kLinkStartType = "link_start";
+constexpr const char* kLinkCountType = "link_count";
+}  // namespace
+
+std::string encode_link_hello(const LinkHello& msg) {
+  return dump(nlohmann::json{{"nonce", hex_encode(msg.nonce)}}, kLinkHelloType);
+}
+
+LinkHello decode_link_hello(std::string_view payload, const std::string& peer) {
+  const nlohmann::json j = parse_message(payload, peer, kLinkHelloType, {"nonce"});
+  return LinkHello{hex_field(j, "nonce", kProbeNonceSize, peer + ": " + kLinkHelloType + ": ")};
+}
+
+std::string encode_link_challenge(const LinkChallenge& msg) {
+  return dump(nlohmann::json{{"host", msg.host}, {"nonce", hex_encode(msg.nonce)}, {"mac", hex_encode(msg.mac)}},
+              kLinkChallengeType);
+}
+
+LinkChallenge decode_link_challenge(std::string_view payload, const std::string& peer) {
+  const nlohmann::json j = parse_message(payload, peer, kLinkChallengeType, {"host", "nonce", "mac"});
+  const std::string what = peer + ": " + kLinkChallengeType + ": ";
+  return LinkChallenge{count_field(j, "host", what), hex_field(j, "nonce", kProbeNonceSize, what),
+                       hex_field(j, "mac", kProbeMacSize, what)};
+}
+
+std::string encode_link_start(const LinkStart& msg) {
+  return dump(nlohmann::json{{"mac", hex_encode(msg.mac)}}, kLinkStartType);
+}
+
+LinkStart decode_link_start(std::string_view payload, const std::string& peer) {
+  const nlohmann::json j = parse_message(payload, peer, kLinkStartType, {"mac"});
+  return LinkStart{hex_field(j, "mac", kProbeMacSize, peer + ": " + kLinkStartType + ": ")};
+}
+
+std::string encode_link_count(const LinkCount& msg) { return dump(nlohmann::json{{"bytes", msg.bytes}}, kLinkCountType); }
+
+LinkCount decode_link_count(std::string_view payload, const std::string& peer) {
+  const nlohmann::json j = parse_message(payload, peer, kLinkCountType, {"bytes"});
+  return LinkCount{count_field(j, "bytes", peer + ": " + kLinkCountType + ": ")};
+}
+
+std::string link_listener_mac_input(const std::string& hello_nonce, int host_index) {
+  return "hvrun-link-listener|" + hello_nonce + "|" + std::to_string(host_index);
+}
+
+std::string link_sender_mac_input(const std::string& challenge_nonce) {
+  return "hvrun-link-sender|" + challenge_nonce;
 }
 
 }  // namespace hvrun

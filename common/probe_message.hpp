@@ -63,4 +63,45 @@ ProbeAnswer decode_probe_answer(std::string_view payload, const std::string& pee
 // cannot be replayed as another host's.
 std::string probe_mac_input(const std::string& nonce, int host_index);
 
+// The link test (docs/DESIGN.md §3.5): on the same port, a sender proves knowledge of the job's secret
+// before the listener takes its bytes, and the listener proves it is the host the sender meant.
+//   sender → listener: LinkHello (a fresh nonce)
+//   listener → sender: LinkChallenge (its host index, a fresh nonce of its own, and
+//                      HMAC(secret, link_listener_mac_input(hello nonce, host)))
+//   sender → listener: LinkStart (HMAC(secret, link_sender_mac_input(challenge nonce))), then raw bytes
+//                      up to its bound, then it shuts its side down (end of stream)
+//   listener → sender: LinkCount (the raw bytes it received after LinkStart), and closes.
+// Each MAC input begins with its own word ("hvrun-link-listener", "hvrun-link-sender", "hvrun-probe"), so
+// no answer of one exchange passes for another's.
+struct LinkHello {
+  std::string nonce;  // kProbeNonceSize random bytes (hex on the wire)
+  bool operator==(const LinkHello&) const = default;
+};
+struct LinkChallenge {
+  int host = 0;       // the listener's host index, >= 0
+  std::string nonce;  // kProbeNonceSize random bytes (hex on the wire)
+  std::string mac;    // kProbeMacSize bytes (hex on the wire)
+  bool operator==(const LinkChallenge&) const = default;
+};
+struct LinkStart {
+  std::string mac;  // kProbeMacSize bytes (hex on the wire)
+  bool operator==(const LinkStart&) const = default;
+};
+struct LinkCount {
+  int bytes = 0;  // >= 0
+  bool operator==(const LinkCount&) const = default;
+};
+
+std::string encode_link_hello(const LinkHello& msg);
+LinkHello decode_link_hello(std::string_view payload, const std::string& peer);
+std::string encode_link_challenge(const LinkChallenge& msg);
+LinkChallenge decode_link_challenge(std::string_view payload, const std::string& peer);
+std::string encode_link_start(const LinkStart& msg);
+LinkStart decode_link_start(std::string_view payload, const std::string& peer);
+std::string encode_link_count(const LinkCount& msg);
+LinkCount decode_link_count(std::string_view payload, const std::string& peer);
+
+std::string link_listener_mac_input(const std::string& hello_nonce, int host_index);
+std::string link_sender_mac_input(const std::string& challenge_nonce);
+
 }  // namespace hvrun

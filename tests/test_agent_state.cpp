@@ -35,6 +35,8 @@ TEST_CASE("agent state: the job comes first, once; then probes, the rendezvous a
                        Catch::Message("launcher: probe request before the job message"));
   CHECK_THROWS_MATCHES(s.on_message(hvrun::KnockMsg{}), ProtocolError,
                        Catch::Message("launcher: knock request before the job message"));
+  CHECK_THROWS_MATCHES(s.on_message(hvrun::LinkTestRequestMsg{}), ProtocolError,
+                       Catch::Message("launcher: link test request before the job message"));
   CHECK_THROWS_MATCHES(s.on_message(hvrun::HorovodRendezvousMsg{}), ProtocolError,
                        Catch::Message("launcher: Horovod rendezvous request before the job message"));
   CHECK_THROWS_MATCHES(s.on_message(hvrun::FingerprintRequestMsg{}), ProtocolError,
@@ -46,6 +48,7 @@ TEST_CASE("agent state: the job comes first, once; then probes, the rendezvous a
   check_nothing(s.on_message(hvrun::JobMsg{}));
   CHECK(s.phase() == Phase::kJobKnown);
   check_nothing(s.on_message(hvrun::KnockMsg{}));
+  check_nothing(s.on_message(hvrun::LinkTestRequestMsg{}));
   CHECK_THROWS_MATCHES(s.on_message(hvrun::JobMsg{}), ProtocolError,
                        Catch::Message("launcher: a second job message"));
   check_nothing(s.on_message(hvrun::SyncCheckMsg{}));

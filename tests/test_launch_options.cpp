@@ -78,6 +78,12 @@ TEST_CASE("defaults", "[cli]") {
   CHECK(o.command == Args{"python", "train.py"});
 }
 
+TEST_CASE("the link test is on unless --no-link-test", "[cli][link]") {
+  CHECK(options({"cmd"}).link_test);
+  CHECK_FALSE(options({"--no-link-test", "cmd"}).link_test);
+  CHECK_FALSE(options({"--no-link-test", "--check-only"}).link_test);
+}
+
 TEST_CASE("the probe cache is on unless --disable-cache or HVRUN_DISABLE_CACHE says otherwise", "[cli]") {
   // The suite runs with HVRUN_DISABLE_CACHE=1 (tests/CMakeLists.txt): each case sets it as it needs.
   const char* before = std::getenv("HVRUN_DISABLE_CACHE");

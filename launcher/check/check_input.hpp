@@ -9,6 +9,7 @@
 
 #include "common/interface_list.hpp"
 #include "launcher/nic/ip_subnet.hpp"
+#include "launcher/nic/link_speed.hpp"
 #include "launcher/nic/nic_filter.hpp"
 #include "launcher/nic/nic_selector.hpp"
 
@@ -27,6 +28,10 @@ struct CheckInput {
   std::chrono::milliseconds probe_time{0};   // how long probing took
   NicFilter filter;                          // the user's --network-interface
   bool single_host = false;
+  // The link test's figures (empty when it did not run: --no-link-test, one host), and the hosts as
+  // they name them (indexes as `hosts`).
+  std::vector<LinkFigure> links;
+  std::vector<LinkHost> link_hosts;
 };
 
 // The settings that pin other tools to the chosen NICs (only meaningful when every host has one).

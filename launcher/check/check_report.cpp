@@ -145,6 +145,7 @@ std::string CheckReport::listing() const {
     }
   }
 
+  out += link_lines(in_, 1000, true);
   if (!all_usable()) return out + "\n" + why_unusable();
   const ToolSettings s = settings();
   out += "\nsettings that work for other tools:\n";
@@ -231,10 +232,24 @@ std::string CheckReport::json() const {
     for (const NicVerdict& v : h.selection.nics)
       grouped.push_back(
           {{"host", h.host}, {"interface", v.iface}, {"address", v.address}, {"verdict", grouped_outcomes(v)}});
+  json links = json::array();
+  for (const LinkFigure& f : in_.links) {
+    const LinkHost from = f.from < in_.link_hosts.size() ? in_.link_hosts[f.from] : LinkHost{};
+    const LinkHost to = f.to < in_.link_hosts.size() ? in_.link_hosts[f.to] : LinkHost{};
+    links.push_back({{"from", from.name},
+                     {"to", to.name},
+                     {"interface", from.iface},
+                     {"address", from.address},
+                     {"to_address", to.address},
+                     {"bytes", f.bytes},
+                     {"seconds", static_cast<double>(f.micros) / 1e6},
+                     {"mb_per_s", f.measured() ? json(f.mb_per_s()) : json(nullptr)},
+                     {"error", f.measured() ? json(nullptr) : json(f.error)}});
+  }
   const json doc{{"ok", all_usable()},          {"probe_ms", in_.probe_time.count()},
                  {"hosts", hosts},              {"settings", settings_json},
                  {"not_ready", not_ready_lines(in_)}, {"one_way", one_way},
-                 {"grouped", grouped}};
+                 {"grouped", grouped},          {"links", links}};
   return doc.dump(2) + "\n";
 }
 

@@ -43,8 +43,11 @@ class CheckReport {
   //                 "open_mpi_if_include": str|null} | null,
   //    "not_ready": [str],                       // one line per host without a usable NIC (summary)
   //    "one_way": [{"from": str, "to": str, "outcome": str}],  // from -> to fails, to -> from is ok
-  //    "grouped": [{"host": str, "interface": str, "address": str, "verdict": str}]}  // every candidate:
+  //    "grouped": [{"host": str, "interface": str, "address": str, "verdict": str}],  // every candidate:
   //                                               // "ok from all 31 hosts", "timeout from b (ok from the other 2)"
+  //    "links": [{"from": str, "to": str, "interface": str, "address": str, "to_address": str,
+  //               "bytes": int, "seconds": float, "mb_per_s": float|null, "error": str|null}]}
+  //                                               // the link test, each host to the next; [] when it did not run
   // "hosts" in -H order; "interfaces" in the kernel's order, NICs that were not probed included
   // (usable false, the reason why not); "settings" null unless "ok".
   std::string json() const;

@@ -17,6 +17,9 @@ namespace {
 
 // Beyond this many hosts, ready hosts are packed several to a line.
 constexpr std::size_t kOneLinePerHostUpTo = 64;
+// Up to this many hosts the summary shows the link test's every pair; beyond, the range and the warnings
+// (--verbose and --json show every pair).
+constexpr std::size_t kLinkPairLinesUpTo = 8;
 // At most this many not-ready hosts are named one per line at the top; the rest are counted.
 constexpr std::size_t kNotReadyLines = 8;
 
@@ -253,6 +256,30 @@ std::vector<std::string> not_ready_lines(const CheckInput& in) {
   return out;
 }
 
+std::string link_lines(const CheckInput& in, std::size_t width, bool every_pair) {
+  if (in.links.empty()) return {};
+  double slowest = -1, fastest = -1;
+  for (const LinkFigure& f : in.links)
+    if (f.measured()) {
+      slowest = slowest < 0 ? f.mb_per_s() : std::min(slowest, f.mb_per_s());
+      fastest = std::max(fastest, f.mb_per_s());
+    }
+  std::string head = "links, each host to the next (4 MiB or 250 ms each): " + std::to_string(in.links.size()) + " pairs";
+  if (slowest >= 0) head += ", " + rate_text(slowest) + " to " + rate_text(fastest);
+  std::string out = "\n" + wrap_line(head, width);
+  const auto name = [&](std::size_t h) { return h < in.link_hosts.size() ? in.link_hosts[h].name : "?"; };
+  if (every_pair) {
+    std::size_t name_w = 0;
+    for (const LinkFigure& f : in.links) name_w = std::max(name_w, name(f.from).size() + 4 + name(f.to).size());
+    for (const LinkFigure& f : in.links)
+      out += wrap_line("  " + pad_right(name(f.from) + " -> " + name(f.to), name_w) + "  " +
+                           (f.measured() ? rate_text(f.mb_per_s()) : "no figure: " + f.error),
+                       width, 6);
+  }
+  for (const std::string& line : link_warnings(in.links, in.link_hosts)) out += wrap_line("  " + line, width, 6);
+  return out;
+}
+
 std::string check_summary(const CheckInput& in, const ToolSettings& settings, std::size_t width) {
   std::vector<std::string> not_ready;
   for (const HostCheck& h : in.hosts)
@@ -287,6 +314,7 @@ std::string check_summary(const CheckInput& in, const ToolSettings& settings, st
 
   out += "\n" + host_lines(in, width);
   if (not_ready.empty() && !in.hosts.empty()) out += "\n" + host_settings_lines(settings, width);
+  out += link_lines(in, width, in.link_hosts.size() <= kLinkPairLinesUpTo);
 
   std::vector<Trap> probed, skipped;
   collect_traps(in, probed, skipped);

@@ -29,6 +29,10 @@ struct OneWayPair {
 };
 std::vector<OneWayPair> one_way_pairs(const CheckInput& in);
 
+// The link test's figures (link_speed.hpp): "links, each host to the next ...: N pairs, SLOWEST to FASTEST",
+// a line per pair when `every_pair`, then link_warnings' lines; "" when it did not run.
+std::string link_lines(const CheckInput& in, std::size_t width, bool every_pair);
+
 // `settings` is CheckReport::settings() (empty unless every host is usable).
 std::string check_summary(const CheckInput& in, const ToolSettings& settings, std::size_t width);
 

@@ -316,6 +316,10 @@ void define_options(CLI::App& app, CliBindings& b) {
       ->check(CLI::Range(0, 1'000'000))
       ->type_name("K")
       ->group(g::kNetwork);
+  app.add_flag_callback("--no-link-test", [options = &o] { options->link_test = false; },
+                        "Do not measure each chosen NIC's link to its ring neighbour before the ranks start "
+                        "(4 MiB or 250 ms per pair)")
+      ->group(g::kNetwork);
 
   add_horovodrun_options(app, b.horovodrun);
   add_torchrun_options(app, b.torchrun);

@@ -100,6 +100,9 @@ struct LaunchOptions {
   // --probe-peers K: how many peers probe each host's NICs (0: all pairs); unset: probe_peer_count's
   // default (all pairs under --check-only, kDefaultProbePeers for a launch; launcher/nic/probe_peers.hpp).
   std::optional<int> probe_peers;
+  // --no-link-test: skip measuring each chosen NIC's link to its ring neighbour before the first rank
+  // starts (launcher/job/link_test_run.hpp).
+  bool link_test = true;
   // --disable-cache (horovodrun's), or HVRUN_DISABLE_CACHE=1: probe every launch instead of reusing a
   // choice of the last 60 minutes on the same hosts, NICs and flags (launcher/nic/nic_cache.hpp).
   bool disable_cache = false;

@@ -256,6 +256,7 @@ struct Job::Impl : JobCore<Job::Impl> {
 
   void handle(std::size_t i, ReadyMsg m) { agents->on_ready(i, m); }
   void handle(std::size_t i, ProbeResultMsg m) { launch->on_probe_result(i, m); }
+  void handle(std::size_t i, LinkTestResultMsg m) { launch->on_link_result(i, m); }
 
   void handle(std::size_t i, FingerprintMsg m) { launch->on_fingerprint(i, std::move(m)); }
   void handle(std::size_t i, HeartbeatMsg m) {

@@ -125,10 +125,11 @@ void JobLaunch::on_decided() {
   hooks_.cancel_deadline();
   const bool runnable = check_fingerprints();
   if (options_.check_only) {
-    report_check();
-    if (!runnable) job_.teardown.set_exit_code(kExitUsage);
-    if (!agreed_.empty() && !options_.json) std::cout << "\nwhat the ranks would run, on every host: " << agreed_ << "\n";
-    return;
+    return measure_links([this, runnable] {
+      report_check();
+      if (!runnable) job_.teardown.set_exit_code(kExitUsage);
+      if (!agreed_.empty() && !options_.json) std::cout << "\nwhat the ranks would run, on every host: " << agreed_ << "\n";
+    });
   }
   if (!runnable) {
     job_.teardown.record_failure(kExitUsage);
@@ -139,9 +140,44 @@ void JobLaunch::on_decided() {
     spdlog::error("{}", unusable_text(nic_report(), options_.probe_timeout, nics_->round()->attempts()));
     return hooks_.shut_down();
   }
-  // --mpi: mpirun's processes need no Gloo rendezvous.
-  if (options_.mpi) return prepare_mpirun();
-  serve_horovod_rendezvous();
+  measure_links([this] {
+    // --mpi: mpirun's processes need no Gloo rendezvous.
+    if (options_.mpi) return prepare_mpirun();
+    serve_horovod_rendezvous();
+  });
+}
+
+// Each host's chosen NIC towards its ring neighbour's, all at once (link_test_run.hpp). A degraded link
+// is warned about, never refused: the job may still be worth running.
+void JobLaunch::measure_links(std::function<void()> then) {
+  const std::vector<JobHost>& hosts = job_.hosts;
+  if (!options_.link_test || nics_->report_base().single_host || hosts.size() < 2) return then();
+  std::vector<std::optional<LinkHost>> members;
+  std::vector<int> ports;
+  for (std::size_t i = 0; i < hosts.size(); ++i) {
+    const auto c = nics_->choice_of(i);
+    members.push_back(c && hosts[i].hello ? std::optional<LinkHost>(LinkHost{hosts[i].name, c->iface, c->address})
+                                          : std::nullopt);
+    ports.push_back(hosts[i].hello ? hosts[i].hello->probe_port : 0);
+  }
+  link_test_ = std::make_unique<LinkTestRun>(
+      std::move(members), std::move(ports),
+      LinkTestRun::Hooks{.send = [this](std::size_t i, const LinkTestRequestMsg& m) { job_.links->send(i, m); },
+                         .arm_deadline = [this](milliseconds after, std::function<void()> f) { hooks_.arm_deadline(after, std::move(f)); },
+                         .done = [this, then] {
+                           hooks_.cancel_deadline();
+                           if (job_.teardown.tearing_down()) return;
+                           for (const std::string& line : link_warnings(link_test_->figures(), link_test_->hosts()))
+                             spdlog::warn("{}", line);
+                           then();
+                         }});
+  job_.teardown.advance(Phase::kLinkTest);
+  if (!link_test_->start()) return then();
+}
+
+void JobLaunch::on_link_result(std::size_t i, const LinkTestResultMsg& m) {
+  if (link_test_ && link_test_->running() && job_.teardown.phase() == Phase::kLinkTest)
+    link_test_->add(i, m, job_.links->peer(i));
 }
 
 // Agents answer at once; the bound is for one whose interpreter hangs past kInterpreterTimeout, or
@@ -215,7 +251,12 @@ void JobLaunch::prepare_mpirun() {
 
 // The --check-only report of the probe round as it stands.
 CheckReport JobLaunch::nic_report() const {
-  return check_report_of(job_.hosts, nics_->round(), nics_->report_base());
+  CheckInput base = nics_->report_base();
+  if (link_test_) {
+    base.links = link_test_->figures();
+    base.link_hosts = link_test_->hosts();
+  }
+  return check_report_of(job_.hosts, nics_->round(), std::move(base));
 }
 
 void JobLaunch::report_check() {

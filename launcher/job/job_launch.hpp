@@ -23,6 +23,7 @@
 #include "launcher/cli/rank_plan.hpp"
 #include "launcher/job/job_restarts.hpp"
 #include "launcher/job/launch_timings.hpp"
+#include "launcher/job/link_test_run.hpp"
 #include "launcher/job/nic_discovery.hpp"
 #include "launcher/job/sync_run.hpp"
 #include "launcher/job/teardown.hpp"
@@ -75,6 +76,7 @@ class JobLaunch {
   // hosts[i] holds every --sync file (or, under --check-only, has said which it lacks): SyncRun::Hooks.
   void on_synced(std::size_t i);
   void on_rendezvous_ready(std::size_t i, const HorovodRendezvousReadyMsg& m);
+  void on_link_result(std::size_t i, const LinkTestResultMsg& m);
   // Horovod's client gives up after three refused tries, so its rendezvous must listen before any rank
   // starts: rank 0's agent starts it on its chosen NIC, and the launch waits for the port.
   void serve_horovod_rendezvous();
@@ -94,6 +96,9 @@ class JobLaunch {
   bool ready_to_decide() const;
   bool check_fingerprints();
   void on_decided();
+  // Measures the chosen NICs' links (LinkTestRun; Phase::kLinkTest), warns about degraded ones, then
+  // runs `then`; at once without the test (--no-link-test, a single host).
+  void measure_links(std::function<void()> then);
   void await_fingerprints();
   void prepare_mpirun();
   CheckReport nic_report() const;
@@ -106,6 +111,7 @@ class JobLaunch {
   Job job_;
   Hooks hooks_;
   std::unique_ptr<NicDiscovery> nics_;
+  std::unique_ptr<LinkTestRun> link_test_;  // from measure_links on
   std::optional<std::string> horovod_rendezvous_addr_;  // nothing when not served
   int horovod_rendezvous_port_ = 0;
   std::optional<std::vector<std::string>> mpirun_;

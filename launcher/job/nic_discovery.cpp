@@ -193,7 +193,7 @@ bool NicDiscovery::all_chosen() const {
 NicDiscovery::Clock::time_point NicDiscovery::decided_at() const { return impl_->decided_at; }
 
 CheckInput NicDiscovery::report_base() const {
-  return CheckInput{{}, impl_->probe_ms, impl_->filter, impl_->single_host};
+  return CheckInput{{}, impl_->probe_ms, impl_->filter, impl_->single_host, {}, {}};
 }
 
 }  // namespace hvrun

@@ -5,7 +5,8 @@
 namespace hvrun {
 
 bool Teardown::before_launch() const {
-  return phase_ == Phase::kStarting || phase_ == Phase::kProbing || phase_ == Phase::kRendezvous ||
+  return phase_ == Phase::kStarting || phase_ == Phase::kProbing || phase_ == Phase::kLinkTest ||
+         phase_ == Phase::kRendezvous ||
          phase_ == Phase::kRelaunching;
 }
 
@@ -19,6 +20,7 @@ std::string Teardown::activity() const {
   switch (phase_) {
     case Phase::kStarting: return "starting the agents";
     case Phase::kProbing: return "probing the NICs";
+    case Phase::kLinkTest: return "measuring the links";
     case Phase::kRendezvous: return "starting Horovod's rendezvous";
     case Phase::kRunning: return "supervising the ranks";
     case Phase::kAutopsy: return "collecting the ranks' stacks";

@@ -28,6 +28,7 @@ class Teardown {
   enum class Phase {
     kStarting,
     kProbing,
+    kLinkTest,  // the NICs are chosen; their links are measured before the first rank starts
     kRendezvous,
     kRunning,
     kAutopsy,
@@ -56,7 +57,7 @@ class Teardown {
   explicit Teardown(std::chrono::milliseconds kill_grace) : kill_grace_(kill_grace) {}
 
   Phase phase() const { return phase_; }
-  // Start-up moves forward: kProbing, kRendezvous, kRunning; a restart from kRestarting to kRelaunching.
+  // Start-up moves forward: kProbing, kLinkTest, kRendezvous, kRunning; a restart from kRestarting to kRelaunching.
   void advance(Phase to) { phase_ = to; }
   // kRunning -> kRestarting; false, changing nothing, in any other phase (a failure while the job
   // already stops or restarts starts nothing more).

@@ -1,0 +1,111 @@
+// The link test on the lab (docs/DESIGN.md §5.6): three hosts, host 2's fabric link shaped with tbf on both
+// ends of its veth (netem is not in every kernel). A launch warns, naming host 2 with a figure below
+// 6 MB/s, before the first rank's output; --check-only --json carries every pair's figure; without the
+// tbf nothing is named; --no-link-test measures nothing. One lab serves every run.
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include "launcher/base/shell_quote.hpp"
+#include "tests/support/child_process.hpp"
+#include "tests/support/lab.hpp"
+#include "tests/support/lab_hvrun.hpp"
+
+using namespace hvrun::test;
+using namespace std::chrono_literals;
+using Catch::Contains;
+
+namespace {
+
+// `argv` with its stderr into its stdout, so that their order can be read.
+std::vector<std::string> merged(const std::vector<std::string>& argv) {
+  std::string line;
+  for (const auto& a : argv) line += (line.empty() ? "" : " ") + hvrun::shell_quote(a);
+  return {"/bin/sh", "-c", line + " 2>&1"};
+}
+
+int tc(const std::string& ns, const std::string& dev, const std::string& verb) {
+  std::vector<std::string> argv{"/usr/bin/env", "ip", "netns", "exec", ns, "tc", "qdisc", verb, "dev", dev, "root"};
+  if (verb == "add")
+    for (const char* w : {"tbf", "rate", "40mbit", "burst", "32kbit", "latency", "400ms"}) argv.push_back(w);
+  return run(argv, 10s).exit_code;
+}
+
+}  // namespace
+
+TEST_CASE("link test: a shaped host is named before the first rank, --json carries the figures", "[lab][link]") {
+  HVRUN_SKIP_WITHOUT_LAB();
+  Lab lab(3);
+  TempHome home;
+  const auto names = lab.list("LAB_HOSTS");
+  const auto fabric = lab.list("LAB_FABRIC_IFACES");
+  REQUIRE(names.size() == 3);
+  REQUIRE(fabric.size() == 3);
+  const std::string hosts = names[0] + "," + names[1] + "," + names[2];
+  const std::string host_ns = Lab::default_prefix() + "-h2";
+  const std::string switch_ns = Lab::default_prefix() + "-sw";
+
+  {
+    INFO("no shaping: nothing is named");
+    auto r = run(hvrun_on(lab, home, {"-np", "3", "-H", names[0] + ":1," + names[1] + ":1," + names[2] + ":1",
+                                      "--disable-cache", "echo", "rank-says-hi"}),
+                 60s);
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 0);
+    CHECK(count_of(r.out, "rank-says-hi") == 3);
+    CHECK_THAT(r.err, !Contains("degraded link"));
+    CHECK_THAT(r.err, !Contains("no link figure"));
+  }
+
+  REQUIRE(tc(host_ns, fabric[2], "add") == 0);
+  REQUIRE(tc(switch_ns, "h2-fab", "add") == 0);
+  {
+    INFO("host 2 shaped: named with its figures, before the first rank's output");
+    auto r = run(merged(hvrun_on(lab, home, {"-np", "3", "-H", names[0] + ":1," + names[1] + ":1," + names[2] + ":1",
+                                             "--disable-cache", "echo", "rank-says-hi"})),
+                 60s);
+    INFO(r.out);
+    CHECK(r.exit_code == 0);
+    const auto warning = r.out.find(names[2] + " " + fabric[2] + " (");
+    REQUIRE(warning != std::string::npos);
+    const auto first_rank = r.out.find("rank-says-hi");
+    REQUIRE(first_rank != std::string::npos);
+    CHECK(warning < first_rank);
+    const std::string line = r.out.substr(warning, r.out.find('\n', warning) - warning);
+    CHECK_THAT(line, Contains("a degraded link?"));
+    // "NAME IFACE (ADDR): X MB/s from ..." with X below 6.
+    const auto colon = line.find("): ");
+    REQUIRE(colon != std::string::npos);
+    CHECK(std::stod(line.substr(colon + 3)) < 6.0);
+    CHECK(count_of(r.out, "a degraded link") == 1);  // only host 2
+  }
+  {
+    INFO("--check-only --json: a figure per pair, the shaped ones below 6 MB/s");
+    auto r = run(hvrun_on(lab, home, {"--check-only", "--json", "-H", hosts}), 60s);
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 0);
+    const auto doc = nlohmann::json::parse(r.out);
+    const auto& links = doc.at("links");
+    REQUIRE(links.size() == 3);
+    for (const auto& l : links) {
+      INFO(l.dump());
+      CHECK(l.at("error").is_null());
+      CHECK(l.at("bytes").get<long long>() > 0);
+      CHECK(l.at("seconds").get<double>() > 0);
+      const double rate = l.at("mb_per_s").get<double>();
+      const bool shaped = l.at("from") == names[2] || l.at("to") == names[2];
+      if (shaped)
+        CHECK(rate < 6.0);
+      else
+        CHECK(rate > 24.0);
+    }
+  }
+  {
+    INFO("--no-link-test: nothing measured, nothing named");
+    auto r = run(hvrun_on(lab, home, {"--no-link-test", "--check-only", "--json", "-H", hosts}), 60s);
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 0);
+    CHECK(nlohmann::json::parse(r.out).at("links").empty());
+    CHECK_THAT(r.err, !Contains("degraded link"));
+  }
+}
