@@ -62,7 +62,7 @@ void RankObserver::look() {
       const auto s = w.sampler.take(now);
       if (!s) continue;
       RankObservation o{w.rank, thousandths(s->busy), thousandths(s->starved), thousandths(s->waiting),
-                        thousandths(s->own_data), thousandths(s->cpu_limit), s->cpu_ms, s->rss_kb, 0, ""};
+                        thousandths(s->own_data), thousandths(s->cpu_limit), s->cpu_ms, s->rss_kb, 0, "", 0, ""};
       if (w.sockets) {
         try {
           const RankSocketsSample c = w.sockets->sample();
@@ -71,6 +71,8 @@ void RankObserver::look() {
           if (c.sending > 0) {
             o.send_rate_kbs = static_cast<long long>(c.lowest_delivery_rate / 1000);
             o.send_peer = peer_address(c.slowest_peer);
+            o.fast_rate_kbs = static_cast<long long>(c.highest_delivery_rate / 1000);
+            o.fast_peer = peer_address(c.fastest_peer);
           }
         } catch (const std::exception& e) {
           log_of(LogSubsys::kRank).debug("rank {}: its connections were not read: {}", w.rank, e.what());

@@ -255,7 +255,8 @@ RankSocketsSample RankSockets::sample() {
     out.bytes_received += growth(now_totals.received, before.received);
     out.retransmits += growth(now_totals.retrans, before.retrans);
     if (sent > 0) {
-      senders.push_back({c.delivery_rate, c.delivery_rate_app_limited, &c.peer});
+      ++out.sending;
+      if (sent >= kBulkBytes) senders.push_back({c.delivery_rate, c.delivery_rate_app_limited, &c.peer});
       if (now_totals.busy && now_totals.rwnd && now_totals.sndbuf) {
         busy += share(growth(*now_totals.busy, before.busy.value_or(0)));
         rwnd += share(growth(*now_totals.rwnd, before.rwnd.value_or(0)));
@@ -267,12 +268,13 @@ RankSocketsSample RankSockets::sample() {
   }
   previous_ = std::move(totals);
 
-  out.sending = senders.size();
   if (!senders.empty()) {
     std::sort(senders.begin(), senders.end(), [](const Sender& a, const Sender& b) { return a.rate < b.rate; });
     out.lowest_delivery_rate = senders.front().rate;
     out.slowest_peer = *senders.front().peer;
     out.slowest_app_limited = senders.front().app_limited;
+    out.highest_delivery_rate = senders.back().rate;
+    out.fastest_peer = *senders.back().peer;
     const std::size_t mid = senders.size() / 2;
     out.median_delivery_rate =
         senders.size() % 2 == 1 ? senders[mid].rate : (senders[mid - 1].rate + senders[mid].rate) / 2;

@@ -56,14 +56,16 @@ struct RankSocketsSample {
   std::uint64_t bytes_sent = 0;        // bytes acknowledged by the peers in the window
   std::uint64_t bytes_received = 0;
   std::uint64_t retransmits = 0;       // segments retransmitted in the window
-  // Among the connections that sent data in the window (delivery rate is a sender's measure): the
-  // lowest and the median delivery rate (bytes/s), and the slowest connection's peer; 0 and "" when
-  // none sent. An app-limited estimate says the program, not the link, set that pace.
+  // `sending`: the connections that sent data in the window. Among those that sent at least
+  // RankSockets::kBulkBytes (delivery rate is a sender's measure): the lowest and the median delivery rate
+  // (bytes/s), and the slowest connection's peer; 0 and "" when none did. An app-limited estimate says the program, not the link, set that pace.
   std::size_t sending = 0;
   std::uint64_t lowest_delivery_rate = 0;
   std::uint64_t median_delivery_rate = 0;
   std::string slowest_peer;
   bool slowest_app_limited = false;
+  std::uint64_t highest_delivery_rate = 0;  // and the fastest one's, with its peer
+  std::string fastest_peer;
   // Averaged over the sending connections: the share of the window each spent with data to send
   // (busy), stalled by its peer's receive window (the peer reads too slowly) and by its own send
   // buffer. Absent when no connection sent or the kernel does not report these times.
@@ -76,6 +78,10 @@ class RankSockets {
  public:
   static constexpr std::chrono::milliseconds kReceiveTimeout{1000};
   static constexpr std::chrono::milliseconds kSampleDeadline{2000};
+  // The rates come from connections that sent at least this much in the window: one that sent a few
+  // messages gives its last burst's rate, which says little of the link (a store's or a rendezvous's
+  // connection beside the collectives' bulk ones).
+  static constexpr std::uint64_t kBulkBytes = 256 * 1024;
 
   // Opens the NETLINK_SOCK_DIAG socket; throws SystemError when the kernel refuses one.
   explicit RankSockets(pid_t pid);

@@ -86,10 +86,12 @@ struct RankObservation {
   int cpu_limit = 0; // the CPUs its cgroup's quota allows, in thousandths (0: no quota)
   long long cpu_ms = 0;  // CPU time of all its threads in the window
   long long rss_kb = 0;  // resident set at the window's end
-  // Its slowest TCP connection that sent data in the window: the kernel's delivery rate (KB/s, 0: none
-  // sent) and the peer's address (no port).
+  // Its slowest and its fastest TCP connection that sent data in the window: the kernel's delivery rate
+  // (KB/s, 0: none sent) and the peer's address (no port).
   long long send_rate_kbs = 0;
   std::string send_peer;
+  long long fast_rate_kbs = 0;
+  std::string fast_peer;
 };
 
 // agent → launcher, every observation window while ranks run (issue 40): each running rank's shares of

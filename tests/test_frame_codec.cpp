@@ -113,13 +113,13 @@ TEST_CASE("control messages round-trip and reject malformed input", "[wire]") {
   CHECK(knocked.detail == "Connection refused");
   const auto notice = std::get<NoticeMsg>(decode_control(encode_control(NoticeMsg{"refused 2,997 connections"}), "p"));
   const auto seen = std::get<hvrun::ObservationMsg>(decode_control(
-      encode_control(hvrun::ObservationMsg{2000, {{3, 250, 740, 5, 5, 250, 1500, 20480, 0, ""}, {4, 200, 0, 790, 10, 0, 400, 10240, 4800, "10.0.0.3"}}}), "p"));
+      encode_control(hvrun::ObservationMsg{2000, {{3, 250, 740, 5, 5, 250, 1500, 20480, 0, "", 0, ""}, {4, 200, 0, 790, 10, 0, 400, 10240, 4800, "10.0.0.3", 900000, "10.0.0.4"}}}), "p"));
   CHECK(seen.window_ms == 2000);
   REQUIRE(seen.ranks.size() == 2);
   CHECK((seen.ranks[0].rank == 3 && seen.ranks[0].busy == 250 && seen.ranks[0].starved == 740 &&
          seen.ranks[0].waiting == 5 && seen.ranks[0].own_data == 5 && seen.ranks[0].cpu_limit == 250));
   CHECK((seen.ranks[0].cpu_ms == 1500 && seen.ranks[0].rss_kb == 20480 && seen.ranks[0].send_peer.empty()));
-  CHECK((seen.ranks[1].send_rate_kbs == 4800 && seen.ranks[1].send_peer == "10.0.0.3"));
+  CHECK((seen.ranks[1].send_rate_kbs == 4800 && seen.ranks[1].send_peer == "10.0.0.3" && seen.ranks[1].fast_rate_kbs == 900000 && seen.ranks[1].fast_peer == "10.0.0.4"));
   CHECK((seen.ranks[1].rank == 4 && seen.ranks[1].waiting == 790));
   CHECK(notice.text == "refused 2,997 connections");
 

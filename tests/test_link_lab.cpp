@@ -1,7 +1,8 @@
 // The link test on the lab (docs/DESIGN.md §5.6): three hosts, host 2's fabric link shaped with tbf on both
 // ends of its veth (netem is not in every kernel). A launch warns, naming host 2 with a figure below
 // 6 MB/s, before the first rank's output; --check-only --json carries every pair's figure; without the
-// tbf nothing is named; --no-link-test measures nothing. One lab serves every run.
+// tbf nothing is named; --no-link-test measures nothing; a torch DDP job on the shaped lab has host 2's link
+// named while it runs (issue 40, part 2). One lab serves every run.
 #include <catch2/catch.hpp>
 
 #include <nlohmann/json.hpp>
@@ -10,6 +11,7 @@
 #include "tests/support/child_process.hpp"
 #include "tests/support/lab.hpp"
 #include "tests/support/lab_hvrun.hpp"
+#include "tests/support/torch_python.hpp"
 
 using namespace hvrun::test;
 using namespace std::chrono_literals;
@@ -99,6 +101,22 @@ TEST_CASE("link test: a shaped host is named before the first rank, --json carri
       else
         CHECK(rate > 24.0);
     }
+  }
+  if (auto why = torch_unavailable()) {
+    WARN("the slow link while a job runs: skipped: " << *why);
+  } else {
+    INFO("host 2 shaped, torch DDP (Gloo, 4 MiB a step) running: its link is named while the job runs");
+    const std::string program = source_dir() + "/tests/faults/ddp_steps.py";
+    auto r = run(hvrun_on(lab, home, {"-np", "3", "-H", names[0] + ":1," + names[1] + ":1," + names[2] + ":1",
+                                      "--disable-cache", "--no-link-test", "-x", "OMP_NUM_THREADS=1", kTorchPython,
+                                      program, "14", "0"}),
+                 180s);
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 0);
+    CHECK(count_of(r.out, "DDP done") == 3);
+    CHECK_THAT(r.err, Contains("hvrun: the network link of " + names[2] + " holds the job back: its connections (with "));
+    CHECK_THAT(r.err, !Contains("holds the job back: busy") && !Contains("the network link of " + names[0]) &&
+                          !Contains("the network link of " + names[1]));
   }
   {
     INFO("--no-link-test: nothing measured, nothing named");

@@ -79,19 +79,6 @@ class CpuQuota {
   fs::path root_, dir_;
 };
 
-// `steps` steps of the same CPU work on every rank (pure Python, ~50 ms on a free core: more than a quarter
-// of a CPU, so the quota bites), then an allreduce of 4 MiB.
-const char* const kProgram =
-    "import sys, torch, torch.distributed as dist\n"
-    "dist.init_process_group('gloo')\n"
-    "r = dist.get_rank()\n"
-    "t = torch.ones(1 << 20)\n"
-    "for step in range(int(sys.argv[1])):\n"
-    "    s = 0\n"
-    "    for i in range(400000):\n"
-    "        s += i * i\n"
-    "    dist.all_reduce(t)\n"
-    "print('DDP done rank=%d' % r, flush=True)\n";
 
 std::vector<nlohmann::json> events_of(const fs::path& path) {
   std::vector<nlohmann::json> out;
@@ -115,13 +102,15 @@ TEST_CASE("straggler on the lab: a host held to a quarter of a CPU is named with
   SharedDir shared("straggler");
   const std::string h0 = lab.host(0), h1 = lab.host(1), h2 = lab.host(2);
   const std::string marker = unique_marker();
-  const fs::path program = shared.dir / "ddp_steps.py", events = shared.dir / "events.jsonl";
-  REQUIRE(write_file(program, kProgram));
+  // The same CPU work on every rank (~50 ms a step on a free core: more than a quarter of a CPU, so the
+  // quota bites), then an allreduce of 4 MiB.
+  const std::string program = source_dir() + "/tests/faults/ddp_steps.py";
+  const fs::path events = shared.dir / "events.jsonl";
   auto job = [&](const std::string& steps, std::vector<std::string> extra) {
     std::vector<std::string> args = {"-np", "3", "-H", h0 + ":1," + h1 + ":1," + h2 + ":1", "-x", "OMP_NUM_THREADS=1",
                                      "-x", marker};
     args.insert(args.end(), extra.begin(), extra.end());
-    args.insert(args.end(), {kTorchPython, program.string(), steps});
+    args.insert(args.end(), {kTorchPython, program, steps, "400000"});
     return hvrun_on(lab, home, args);
   };
   {

@@ -73,9 +73,9 @@ TEST_CASE("straggler watch: a rank held to a quarter of a CPU, as measured on to
           "others' compute part of the time, and is named") {
   // Shares sampled from a 3-rank DDP job on one host, rank 1 in a cpu cgroup of 25 ms per 100 ms.
   std::vector<RankShares> measured(3);
-  measured[0] = {0, "h", 0.21, 0.70, 0.0, 0.09, 0, 0, ""};
-  measured[1] = {1, "h", 0.20, 0.37, 0.0, 0.43, 0.25, 0, ""};
-  measured[2] = {2, "h", 0.21, 0.71, 0.0, 0.08, 0, 0, ""};
+  measured[0] = {0, "h", 0.21, 0.70, 0.0, 0.09, 0, 0, "", 0, ""};
+  measured[1] = {1, "h", 0.20, 0.37, 0.0, 0.43, 0.25, 0, "", 0, ""};
+  measured[2] = {2, "h", 0.21, 0.71, 0.0, 0.08, 0, 0, "", 0, ""};
   StragglerWatch watch;
   auto at = StragglerWatch::Clock::time_point{} + 1h;
   const auto e = feed(watch, measured, 3, at);

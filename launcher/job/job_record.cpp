@@ -133,7 +133,9 @@ void JobRecord::observed(const std::string& host, const ObservationMsg& m) {
                      {"own_data", o.own_data / 1000.0}, {"starved", o.starved / 1000.0},
                      {"cpu_limit", o.cpu_limit / 1000.0}, {"cpu_s", rounded(static_cast<double>(o.cpu_ms) / 1000, 0.001)},
                      {"rss_kb", o.rss_kb}, {"send_rate_mbs", rounded(static_cast<double>(o.send_rate_kbs) / 1000, 0.001)},
-                     {"send_peer", o.send_peer}});
+                     {"send_peer", o.send_peer},
+                     {"fast_rate_mbs", rounded(static_cast<double>(o.fast_rate_kbs) / 1000, 0.001)},
+                     {"fast_peer", o.fast_peer}});
   }
   write({{"event", "observation"}, {"host", host}, {"window_s", m.window_ms / 1000.0}, {"ranks", std::move(ranks)}});
   draw_status();

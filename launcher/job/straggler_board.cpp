@@ -24,7 +24,9 @@ std::vector<StragglerWatch::Event> StragglerBoard::report(std::size_t host, cons
     s.own_data = r.own_data / 1000.0;
     s.cpu_limit = r.cpu_limit / 1000.0;
     s.send_rate = static_cast<double>(r.send_rate_kbs) * 1000;
+    s.fast_rate = static_cast<double>(r.fast_rate_kbs) * 1000;
     if (!r.send_peer.empty() && host_of) s.send_peer = host_of(r.send_peer);
+    if (!r.fast_peer.empty() && host_of) s.fast_peer = host_of(r.fast_peer);
     part.ranks.push_back(s);
   }
   if (judged_ == Clock::time_point{}) judged_ = now;

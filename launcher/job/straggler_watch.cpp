@@ -130,7 +130,7 @@ std::vector<StragglerWatch::Event> StragglerWatch::window(const std::vector<Rank
 
 namespace {
 
-std::string rate_text(double bytes_per_s) {
+std::string mb_per_s_text(double bytes_per_s) {
   char buf[32];
   const double mb = bytes_per_s / 1e6;
   std::snprintf(buf, sizeof buf, mb >= 100 ? "%.0f MB/s" : mb >= 1 ? "%.1f MB/s" : "%.2f MB/s", mb);
@@ -141,7 +141,7 @@ std::string rate_text(double bytes_per_s) {
 
 // A host whose every sending connection (its ranks' and its peers' towards it) is far slower than the
 // connections between the other hosts, while the ranks wait on peers: its link holds the job back. Each
-// rank gives its slowest sending connection: an edge (its host, the peer's host, the rate).
+// rank gives its slowest and its fastest sending connection: edges (its host, the peer's host, the rate).
 void StragglerWatch::judge_links(const std::vector<RankShares>& ranks, Clock::time_point now, std::vector<Event>& events) {
   struct Edge {
     std::string from, to;
@@ -152,10 +152,12 @@ void StragglerWatch::judge_links(const std::vector<RankShares>& ranks, Clock::ti
   std::set<std::string> hosts;
   for (const RankShares& r : ranks) {
     waits.push_back(r.waiting);
-    if (r.send_rate <= 0 || r.send_peer.empty() || r.send_peer == r.host) continue;
-    edges.push_back({r.host, r.send_peer, r.send_rate});
-    hosts.insert(r.host);
-    hosts.insert(r.send_peer);
+    for (const auto& [rate, peer] : {std::pair{r.send_rate, r.send_peer}, std::pair{r.fast_rate, r.fast_peer}}) {
+      if (rate <= 0 || peer.empty() || peer == r.host) continue;
+      edges.push_back({r.host, peer, rate});
+      hosts.insert(r.host);
+      hosts.insert(peer);
+    }
   }
   const double job_wait = median(waits);
   for (const std::string& h : hosts) {
@@ -180,8 +182,8 @@ void StragglerWatch::judge_links(const std::vector<RankShares>& ranks, Clock::ti
           for (const auto& p : peer_list) joined += (joined.empty() ? "" : ", ") + p;
           events.push_back(Event{false, -1, h, Cause::kLink,
                                  "the network link of " + h + " holds the job back: its connections (with " + joined +
-                                     ") carry " + rate_text(*std::max_element(touching.begin(), touching.end())) +
-                                     " at most, the others' " + rate_text(median(others)) + ", while the ranks wait " +
+                                     ") carry " + mb_per_s_text(*std::max_element(touching.begin(), touching.end())) +
+                                     " at most, the others' " + mb_per_s_text(median(others)) + ", while the ranks wait " +
                                      percent(job_wait) + " on peers; check " + h +
                                      "'s NIC (ethtool: speed, errors) and any shaping on it (tc qdisc)"});
         }

@@ -30,10 +30,12 @@ struct RankShares {
   double own_data = 0;  // blocked on its own input: a file read, the disk (D), a sleep
   double starved = 0;   // runnable but not running: run-queue delay plus cgroup throttling
   double cpu_limit = 0; // the CPUs its cgroup's quota allows (0: no quota)
-  // Its slowest TCP connection that sent data in the window (the kernel's delivery rate, bytes/s; 0: none
-  // sent) and the host at the other end ("" when not a job host).
+  // Its slowest and its fastest TCP connection that sent data in the window (the kernel's delivery rate,
+  // bytes/s; 0: none sent) and the host at the other end ("" when not a job host).
   double send_rate = 0;
   std::string send_peer;
+  double fast_rate = 0;
+  std::string fast_peer;
 };
 
 class StragglerWatch {
