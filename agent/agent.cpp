@@ -171,6 +171,7 @@ struct Agent::Impl {
     host_index = m.host_index;
     report_cpu = m.report_cpu;
     elastic = m.elastic;
+    if (!m.observe) observer.stop();
     probe_listener.identify(*secret, m.host_index, local_hostname());
     watchdog.rearm();
     heartbeats.start(std::chrono::milliseconds(m.heartbeat_ms));
@@ -220,9 +221,7 @@ struct Agent::Impl {
 
   void handle(const LinkTestRequestMsg& m) {
     if (!link_tester) link_tester = std::make_unique<LinkTester>(io, *secret);
-    link_tester->test(m, [this](LinkTestResultMsg r) {
-      if (!state.finished()) send(r);
-    });
+    link_tester->test(m, [this](LinkTestResultMsg r) { if (!state.finished()) send(r); });
   }
 
   void handle(const LaunchMsg& m) {

@@ -23,6 +23,9 @@ RankObserver::RankObserver(boost::asio::io_context& io, std::function<void(Obser
     : io_(io), timer_(io), send_(std::move(send)) {}
 
 void RankObserver::add(int rank, pid_t pid) {
+  if (stopped_) return;
+  if (!gpu_ && !gpu_loading_.valid())
+    gpu_loading_ = std::async(std::launch::async, [] { return std::make_unique<GpuUsage>(); });
   std::unique_ptr<RankSockets> sockets;
   try {
     sockets = std::make_unique<RankSockets>(pid);
@@ -37,6 +40,7 @@ void RankObserver::add(int rank, pid_t pid) {
 void RankObserver::remove(pid_t pid) { watched_.erase(pid); }
 
 void RankObserver::stop() {
+  stopped_ = true;
   watched_.clear();
   timer_.cancel();
   armed_ = false;
@@ -52,17 +56,34 @@ void RankObserver::arm() {
   });
 }
 
+std::map<pid_t, GpuProcessUsage> RankObserver::gpu_by_pid() {
+  if (gpu_loading_.valid() && gpu_loading_.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+    gpu_ = gpu_loading_.get();
+    if (!gpu_->available())
+      log_of(LogSubsys::kRank).debug("no GPU use is observed: {}", gpu_->unavailable_reason());
+  }
+  std::map<pid_t, GpuProcessUsage> out;
+  if (!gpu_ || !gpu_->available()) return out;
+  try {
+    for (const GpuProcessUsage& u : gpu_->sample()) out.emplace(u.pid, u);
+  } catch (const std::exception& e) {
+    log_of(LogSubsys::kRank).debug("GPU use not read: {}", e.what());
+  }
+  return out;
+}
+
 void RankObserver::look() {
   for (auto& [pid, w] : watched_) w.sampler.sample();
   const auto now = RankSampler::Clock::now();
   if (now - window_start_ >= kWindow) {
     ObservationMsg m;
     m.window_ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(now - window_start_).count());
+    std::map<pid_t, GpuProcessUsage> gpu = gpu_by_pid();
     for (auto& [pid, w] : watched_) {
       const auto s = w.sampler.take(now);
       if (!s) continue;
       RankObservation o{w.rank, thousandths(s->busy), thousandths(s->starved), thousandths(s->waiting),
-                        thousandths(s->own_data), thousandths(s->cpu_limit), s->cpu_ms, s->rss_kb, 0, "", 0, ""};
+                        thousandths(s->own_data), thousandths(s->cpu_limit), s->cpu_ms, s->rss_kb, 0, "", 0, "", -1, 0};
       if (w.sockets) {
         try {
           const RankSocketsSample c = w.sockets->sample();
@@ -77,6 +98,10 @@ void RankObserver::look() {
         } catch (const std::exception& e) {
           log_of(LogSubsys::kRank).debug("rank {}: its connections were not read: {}", w.rank, e.what());
         }
+      }
+      if (const auto g = gpu.find(pid); g != gpu.end()) {
+        o.gpu_percent = g->second.sm_percent ? static_cast<int>(*g->second.sm_percent) : -1;
+        o.gpu_mib = static_cast<long long>(g->second.memory_mib);
       }
       m.ranks.push_back(std::move(o));
     }

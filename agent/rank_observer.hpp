@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
 
@@ -15,6 +16,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "agent/gpu_usage.hpp"
 #include "agent/rank_sampler.hpp"
 #include "agent/rank_sockets.hpp"
 #include "common/control_message.hpp"
@@ -30,7 +32,7 @@ class RankObserver {
 
   void add(int rank, pid_t pid);  // a rank started: watched from now
   void remove(pid_t pid);         // it ended (reaped)
-  void stop();                    // the agent ends: no more looks
+  void stop();                    // the agent ends, or the job observes nothing: no more looks, no adds
 
  private:
   struct Watched {
@@ -40,13 +42,19 @@ class RankObserver {
   };
   void arm();
   void look();
+  std::map<pid_t, GpuProcessUsage> gpu_by_pid();  // NVML's view of this window, once it is loaded
 
   boost::asio::io_context& io_;
   boost::asio::steady_timer timer_;
   std::function<void(ObservationMsg)> send_;
   std::map<pid_t, Watched> watched_;
   RankSampler::Clock::time_point window_start_{};
+  // NVML, loaded off the loop (nvmlInit can take seconds) when the first rank starts; sampled once a
+  // window for the whole host. Its future's destructor waits for a load still running.
+  std::future<std::unique_ptr<GpuUsage>> gpu_loading_;
+  std::unique_ptr<GpuUsage> gpu_;
   bool armed_ = false;
+  bool stopped_ = false;
 };
 
 }  // namespace hvrun

@@ -71,7 +71,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RestartMsg, attempt, serve_store)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RestartReadyMsg, free_port, store_port)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(OutputAckMsg, bytes)
 
-// report_cpu, elastic and a heartbeat's cpu_ms may be missing (then false and 0): the agent does not check the
+// report_cpu, elastic and a heartbeat's cpu_ms may be missing (then false and 0; observe then true): the agent does not check the
 // launcher's version, and an earlier launcher's job and heartbeats must still be read.
 void to_json(nlohmann::json& j, const JobMsg& m) {
   j = nlohmann::json{{"secret", m.secret},
@@ -79,7 +79,8 @@ void to_json(nlohmann::json& j, const JobMsg& m) {
                      {"host_index", m.host_index},
                      {"serve_store", m.serve_store},
                      {"report_cpu", m.report_cpu},
-                     {"elastic", m.elastic}};
+                     {"elastic", m.elastic},
+                     {"observe", m.observe}};
 }
 void from_json(const nlohmann::json& j, JobMsg& m) {
   j.at("secret").get_to(m.secret);
@@ -88,6 +89,7 @@ void from_json(const nlohmann::json& j, JobMsg& m) {
   j.at("serve_store").get_to(m.serve_store);
   m.report_cpu = j.contains("report_cpu") && j.at("report_cpu").get<bool>();
   m.elastic = j.contains("elastic") && j.at("elastic").get<bool>();
+  m.observe = !j.contains("observe") || j.at("observe").get<bool>();
 }
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ReadyMsg, store_port)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(HorovodRendezvousMsg, address, allowed_peers)
@@ -95,7 +97,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(HorovodRendezvousReadyMsg, port)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(KnockMsg, address, port, token, timeout_ms)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(KnockResultMsg, ok, elapsed_ms, detail)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(NoticeMsg, text)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RankObservation, rank, busy, starved, waiting, own_data, cpu_limit, cpu_ms, rss_kb, send_rate_kbs, send_peer, fast_rate_kbs, fast_peer)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RankObservation, rank, busy, starved, waiting, own_data, cpu_limit, cpu_ms, rss_kb, send_rate_kbs, send_peer, fast_rate_kbs, fast_peer, gpu_percent, gpu_mib)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ObservationMsg, window_ms, ranks)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ProbeAddress, host, iface, address, port)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ProbeRequestMsg, targets, timeout_ms)

@@ -27,6 +27,7 @@ struct JobMsg {
   bool serve_store = false;  // this host (rank 0's) serves the job's rendezvous store
   bool report_cpu = false;   // --stall-timeout: heartbeats carry the ranks' CPU (HeartbeatMsg::cpu_ms)
   bool elastic = false;      // Horovod elastic: more launches follow the first, each with new ranks
+  bool observe = true;       // observe the ranks (RankObserver) and send ObservationMsg; off: --no-straggler-watch
 };
 
 // agent → launcher, answer to JobMsg: the agent now answers probes as its host; store_port is where it
@@ -92,6 +93,10 @@ struct RankObservation {
   std::string send_peer;
   long long fast_rate_kbs = 0;
   std::string fast_peer;
+  // Through NVML where the host has NVIDIA GPUs: its mean SM utilisation in the window (percent, -1: no
+  // GPU use known) and the device memory it holds (MiB).
+  int gpu_percent = -1;
+  long long gpu_mib = 0;
 };
 
 // agent → launcher, every observation window while ranks run (issue 40): each running rank's shares of

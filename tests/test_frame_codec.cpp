@@ -113,7 +113,7 @@ TEST_CASE("control messages round-trip and reject malformed input", "[wire]") {
   CHECK(knocked.detail == "Connection refused");
   const auto notice = std::get<NoticeMsg>(decode_control(encode_control(NoticeMsg{"refused 2,997 connections"}), "p"));
   const auto seen = std::get<hvrun::ObservationMsg>(decode_control(
-      encode_control(hvrun::ObservationMsg{2000, {{3, 250, 740, 5, 5, 250, 1500, 20480, 0, "", 0, ""}, {4, 200, 0, 790, 10, 0, 400, 10240, 4800, "10.0.0.3", 900000, "10.0.0.4"}}}), "p"));
+      encode_control(hvrun::ObservationMsg{2000, {{3, 250, 740, 5, 5, 250, 1500, 20480, 0, "", 0, "", -1, 0}, {4, 200, 0, 790, 10, 0, 400, 10240, 4800, "10.0.0.3", 900000, "10.0.0.4", 55, 2048}}}), "p"));
   CHECK(seen.window_ms == 2000);
   REQUIRE(seen.ranks.size() == 2);
   CHECK((seen.ranks[0].rank == 3 && seen.ranks[0].busy == 250 && seen.ranks[0].starved == 740 &&
@@ -155,7 +155,8 @@ TEST_CASE("control messages: the job and launch messages carry no host names, an
   const std::string job = encode_control(JobMsg{std::string(64, '0'), 20000, 3, true});
   CHECK(nlohmann::json::parse(job) == nlohmann::json::parse(R"({"type":"job","secret":")" + std::string(64, '0') +
                                                             R"(","heartbeat_ms":20000,"host_index":3,"serve_store":true,"report_cpu":false,)"
-                                                            R"("elastic":false})"));
+                                                            R"("elastic":false,"observe":true})"));
+  CHECK_FALSE(std::get<JobMsg>(decode_control(encode_control(JobMsg{"00", 1000, 0, false, false, false, false}), "l")).observe);
   const std::string launch = encode_control(LaunchMsg{"/tmp", {"true"}, {}, {}});
   CHECK_FALSE(nlohmann::json::parse(launch).contains("host"));
   // What an earlier launcher sent still decodes (unknown fields are ignored); a missing field does not.
@@ -164,6 +165,7 @@ TEST_CASE("control messages: the job and launch messages carry no host names, an
       "launcher"));
   CHECK(old_job.host_index == 1);
   CHECK_FALSE(old_job.report_cpu);
+  CHECK(old_job.observe);  // absent: the agent observes
   CHECK(std::get<HeartbeatMsg>(decode_control(R"({"type":"heartbeat"})", "launcher")).cpu_ms == 0);
   REQUIRE_THROWS_WITH(decode_control(R"({"type":"job","secret":"00","heartbeat_ms":1000,"host_index":1})", "launcher"),
                       Catch::Contains("launcher: malformed control message"));

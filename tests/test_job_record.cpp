@@ -54,9 +54,9 @@ TEST_CASE("--events: every line is one JSON object with its time, its kind and t
     record.rank_started(1, "b", 200);
     ObservationMsg m;
     m.window_ms = 2000;
-    m.ranks = {RankObservation{0, 900, 0, 50, 50, 250, 1800, 4096, 0, "", 0, ""}};
+    m.ranks = {RankObservation{0, 900, 0, 50, 50, 250, 1800, 4096, 0, "", 0, "", -1, 0}};
     record.observed("a", m);
-    m.ranks = {RankObservation{1, 100, 0, 880, 20, 0, 210, 8192, 90000, "10.0.0.1", 0, ""}};
+    m.ranks = {RankObservation{1, 100, 0, 880, 20, 0, 210, 8192, 90000, "10.0.0.1", 0, "", -1, 0}};
     record.observed("b", m);
     record.straggler({false, 0, "a", StragglerWatch::Cause::kStarved, "rank 0 on a holds the job back"});
     record.event("restart", {{"why", "rank 1 on b exited with 1"}, {"restart", 1}, {"of", 3}});

@@ -13,7 +13,7 @@ namespace {
 
 // Two ranks on host `host`: waiting `wait` (thousandths), busy the rest.
 ObservationMsg part(int host, int wait) {
-  return ObservationMsg{2000, {{2 * host, 1000 - wait, 0, wait, 0, 0, 0, 0, 0, "", 0, ""}, {2 * host + 1, 1000 - wait, 0, wait, 0, 0, 0, 0, 0, "", 0, ""}}};
+  return ObservationMsg{2000, {{2 * host, 1000 - wait, 0, wait, 0, 0, 0, 0, 0, "", 0, "", -1, 0}, {2 * host + 1, 1000 - wait, 0, wait, 0, 0, 0, 0, 0, "", 0, "", -1, 0}}};
 }
 
 }  // namespace

@@ -295,6 +295,10 @@ void define_options(CLI::App& app, CliBindings& b) {
                  "Write every job event and the ranks' observations to FILE as JSON lines (README: --events)")
       ->type_name("FILE")
       ->group(g::kOutput);
+  app.add_flag("--no-straggler-watch", o.no_straggler_watch,
+               "Do not observe the ranks while they run: no line naming a rank or link that holds the job back, no "
+               "observations in --events")
+      ->group(g::kOutput);
   app.add_flag("--rank-table", o.rank_table,
                "At the end, one line per host and rank: wall, CPU, waiting on peers, peak RSS (also with --verbose)")
       ->group(g::kOutput);

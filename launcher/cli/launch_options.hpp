@@ -95,6 +95,7 @@ struct LaunchOptions {
   bool matrix = false;               // --matrix: --check-only draws who reaches whom
   std::string report_file;           // --report FILE: --check-only also writes an HTML page there
   std::string events_file;           // --events FILE: every job event and observation as JSON lines
+  bool no_straggler_watch = false;   // --no-straggler-watch: the agents do not observe the ranks
   bool rank_table = false;           // --rank-table (or --verbose): the ranks' table at the end
   std::chrono::milliseconds probe_timeout{1'000};  // --probe-timeout: bounds one probe
   // --probe-peers K: how many peers probe each host's NICs (0: all pairs); unset: probe_peer_count's

@@ -135,7 +135,9 @@ void JobRecord::observed(const std::string& host, const ObservationMsg& m) {
                      {"rss_kb", o.rss_kb}, {"send_rate_mbs", rounded(static_cast<double>(o.send_rate_kbs) / 1000, 0.001)},
                      {"send_peer", o.send_peer},
                      {"fast_rate_mbs", rounded(static_cast<double>(o.fast_rate_kbs) / 1000, 0.001)},
-                     {"fast_peer", o.fast_peer}});
+                     {"fast_peer", o.fast_peer},
+                     {"gpu_percent", o.gpu_percent >= 0 ? nlohmann::json(o.gpu_percent) : nlohmann::json(nullptr)},
+                     {"gpu_mib", o.gpu_mib}});
   }
   write({{"event", "observation"}, {"host", host}, {"window_s", m.window_ms / 1000.0}, {"ranks", std::move(ranks)}});
   draw_status();
@@ -196,7 +198,7 @@ void JobRecord::draw_status() {
   }
   const std::lock_guard<std::mutex> lock(status_mutex_);
   if (alive == 0) return status_->clear();
-  std::string text = std::to_string(alive) + " ranks running, busy " + percent(cpu / alive) + ", waiting on peers " +
+  std::string text = std::to_string(alive) + (alive == 1 ? " rank" : " ranks") + " running, busy " + percent(cpu / alive) + ", waiting on peers " +
                      percent(waiting / alive);
   if (slowest && alive > 1)
     text += "; waits least: rank " + std::to_string(slowest_rank) + " on " + slowest->host + " (" +
