@@ -355,7 +355,7 @@ TEST_CASE("fault catalogue: what a rank detached (setsid, a double fork) ends wi
 }
 
 TEST_CASE("fault catalogue: a host whose login shell alone is slow is waited for, timed, and named when it runs out",
-          "[lab][faults]") {
+          "[lab][faults][timing]") {
   HVRUN_SKIP_WITHOUT_LAB();
   Lab lab(3);
   TempHome home;
@@ -387,7 +387,7 @@ TEST_CASE("fault catalogue: a host whose login shell alone is slow is waited for
 }
 
 TEST_CASE("fault catalogue: login shells that take a lock one after another at 32 hosts start, as mpirun's do",
-          "[lab][faults]") {
+          "[lab][faults][timing]") {
   HVRUN_SKIP_WITHOUT_LAB();
   constexpr int kHosts = 32;
   // `-np 32` over every host, a rank each; --start-timeout 5 is far less than the shells take in all.

@@ -82,7 +82,7 @@ TEST_CASE("fingerprints across lab hosts: a stale script and another torch are n
 }
 
 TEST_CASE("a host whose interpreter takes 4 s to start costs its fingerprint 4 s, and no probe fails",
-          "[lab][fingerprint]") {
+          "[lab][fingerprint][timing]") {
   HVRUN_SKIP_WITHOUT_LAB();
   Lab lab(3);
   TempHome home;

@@ -118,7 +118,7 @@ TEST_CASE("straggler on the lab: a host held to a quarter of a CPU is named with
     const pid_t sshd = std::stoi(slurp(fs::path(lab.var("LAB_DIR")) / "h1" / "sshd.pid"));
     CpuQuota quota("hvrun-test-" + std::to_string(::getpid()), sshd, 0.25);
     const fs::path starved_events = shared.dir / "starved.jsonl";
-    const auto r = run(job("60", {"--events", starved_events.string()}), 240s);
+    const auto r = run(job("45", {"--events", starved_events.string()}), 240s);
     INFO(r.out << r.err);
     INFO(slurp(starved_events));
     CHECK(r.exit_code == 0);
@@ -140,7 +140,7 @@ TEST_CASE("straggler on the lab: a host held to a quarter of a CPU is named with
   }
   {
     INFO("no quota: nobody named; --events has every rank's start, observations and exit, then the end");
-    const auto r = run(job("80", {"--events", events.string(), "--rank-table"}), 240s);
+    const auto r = run(job("50", {"--events", events.string(), "--rank-table"}), 240s);
     INFO(r.out << r.err);
     CHECK(r.exit_code == 0);
     CHECK_THAT(r.err, !Catch::Contains("holds the job back"));

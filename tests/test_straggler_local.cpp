@@ -1,11 +1,13 @@
 // Issue 40 on one host (no lab): torch DDP over Gloo, three ranks, the program unchanged. A rank that
-// sleeps in its "data loader" every step is named, with its cause, while the job runs; a uniform job names
-// nobody. The lab cases (a slow link, a CPU quota) come with the rest of the issue.
+// sleeps in its "data loader" every step is named, with its cause, while the job runs; --no-straggler-watch
+// observes nothing. The lab cases: a CPU quota and a uniform job (test_straggler_lab.cpp), a shaped link
+// (test_link_lab.cpp).
 #include <catch2/catch.hpp>
 
 #include <fstream>
 
 #include "tests/support/child_process.hpp"
+#include "tests/support/file_text.hpp"
 #include "tests/support/torch_python.hpp"
 #include "tests/sshd_fixture.hpp"
 
@@ -28,30 +30,35 @@ std::string program(int steps, int sleeper) {
          "print('rank', r, 'done', flush=True)\n";
 }
 
-ChildResult run_job(const std::string& script) {
-  return run({hvrun_bin(), "-np", "3", "-H", "localhost:3", "-x", "OMP_NUM_THREADS=1", kTorchPython, script}, 120s);
+ChildResult run_job(std::vector<std::string> flags, const std::string& script) {
+  std::vector<std::string> argv = {hvrun_bin(), "-np", "3", "-H", "localhost:3", "-x", "OMP_NUM_THREADS=1"};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  argv.insert(argv.end(), {kTorchPython, script});
+  return run(argv, 120s);
 }
 
 }  // namespace
 
-TEST_CASE("straggler on one host: a rank that sleeps for its data every step is named while the job runs, a "
-          "uniform job names nobody", "[integration]") {
+TEST_CASE("straggler on one host: a rank that sleeps for its data every step is named while the job runs, in its "
+          "line and in --events; with --no-straggler-watch nothing is observed", "[integration]") {
   if (auto why = torch_unavailable()) {
     WARN("skipped: " << *why);
     return;
   }
   TempDir dir;
-  const std::string sleeper = (dir.path() / "sleeper.py").string(), uniform = (dir.path() / "uniform.py").string();
+  const std::string sleeper = (dir.path() / "sleeper.py").string(), events = (dir.path() / "events.jsonl").string();
   std::ofstream(sleeper) << program(60, 1);  // 12 s of steps: the name comes after three 2 s windows
-  std::ofstream(uniform) << program(600, -1);
-  const ChildResult slow = run_job(sleeper);
+  const ChildResult slow = run_job({"--events", events}, sleeper);
   INFO(slow.err);
   CHECK(slow.exit_code == 0);
   CHECK_THAT(slow.err, Catch::Contains("hvrun: rank 1 on localhost holds the job back: waiting for its own data "
                                        "(file reads, the disk, sleeps)") &&
                            Catch::Contains("in their collectives; look at its data loading"));
-  const ChildResult even = run_job(uniform);
-  INFO(even.err);
-  CHECK(even.exit_code == 0);
-  CHECK_THAT(even.err, !Catch::Contains("holds the job back"));
+  CHECK_THAT(slurp(events), Catch::Contains(R"("cause":"own_data","event":"straggler","host":"localhost","rank":1)"));
+  std::ofstream(sleeper) << program(30, 1);
+  const ChildResult unwatched = run_job({"--no-straggler-watch", "--events", events}, sleeper);
+  INFO(unwatched.err);
+  CHECK(unwatched.exit_code == 0);
+  CHECK_THAT(unwatched.err, !Catch::Contains("holds the job back"));
+  CHECK_THAT(slurp(events), Catch::Contains(R"("event":"job_end")") && !Catch::Contains(R"("event":"observation")"));
 }
