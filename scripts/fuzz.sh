@@ -10,7 +10,8 @@
 #   generous because on a loaded 2-core machine a starved process once spent 7 s in ASan's allocator
 #   returning memory to the OS, and that is no hang of ours.
 #   FUZZ_BUILD_DIR=build-fuzz  JOBS=$(nproc)  FUZZ_BUILD_ALL=1 (build all of hvrun with clang, not only
-#   the fuzzers: checks that the whole tree compiles warning-free under clang and the fuzz flags)
+#   the fuzzers, which compile only the entries and the hvrun sources they need, listed in
+#   tests/fuzz/CMakeLists.txt: checks that the whole tree compiles warning-free under clang and the fuzz flags)
 # Needs the packages of scripts/setup.sh, plus clang and libclang-rt-14-dev (libFuzzer and the
 # sanitizer runtimes), which this script installs as root when missing.
 set -euo pipefail
