@@ -89,8 +89,8 @@ std::vector<nlohmann::json> events_of(const fs::path& path) {
 
 }  // namespace
 
-TEST_CASE("straggler on the lab: a host held to a quarter of a CPU is named with its quota while the job runs; a "
-          "uniform job names nobody and --events and --rank-table record it",
+TEST_CASE("straggler on the lab: a host held to a quarter of a CPU is named as starved while the job runs, a uniform "
+          "job names nobody, and --events and --rank-table record it",
           "[lab][straggler]") {
   HVRUN_SKIP_WITHOUT_TORCH_LAB();
   if (auto why = CpuQuota::unavailable()) {

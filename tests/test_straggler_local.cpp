@@ -40,7 +40,7 @@ ChildResult run_job(std::vector<std::string> flags, const std::string& script) {
 }  // namespace
 
 TEST_CASE("straggler on one host: a rank that sleeps for its data every step is named while the job runs, in its "
-          "line and in --events; with --no-straggler-watch nothing is observed", "[integration]") {
+          "line and in --events, and with --no-straggler-watch nothing is observed", "[integration]") {
   if (auto why = torch_unavailable()) {
     WARN("skipped: " << *why);
     return;

@@ -170,6 +170,7 @@ void JobRecord::ended(int exit_code) {
     std::size_t from = 0;
     for (std::size_t nl; (nl = t.find('\n', from)) != std::string::npos; from = nl + 1)
       report += std::string(kHvrunLogPrefix) + t.substr(from, nl + 1 - from);
+    report.pop_back();  // log_report ends the last line itself
     log_report(LogLevel::warn, report);
   }
 }
