@@ -39,7 +39,7 @@ one() {
     { echo "bench_observe: a $variant run failed:" >&2; tail -n 20 "$out" >&2; exit 1; }
   read -r wall_ms user_ms sys_ms _ <"$tmp/t.$variant.$round"
   local step_ms ranks_cpu
-  step_ms=$(sed -n 's/.*DDP done rank=0 step_ms=\([0-9.]*\).*/\1/p' "$out")
+  step_ms=$(sed -n 's/.*DDP done rank=0 steps=[0-9]* step_ms=\([0-9.]*\).*/\1/p' "$out")
   ranks_cpu=$("$python" -c 'import json,sys
 print(sum(json.loads(l)["cpu_s"] for l in open(sys.argv[1]) if json.loads(l)["event"] == "rank_exit"))' "$events")
   echo "$variant $(awk -v w="$wall_ms" 'BEGIN{printf "%.3f", w/1000}') $step_ms $(awk -v u="$user_ms" -v s="$sys_ms" 'BEGIN{printf "%.3f", (u+s)/1000}') $ranks_cpu $load"

@@ -109,7 +109,7 @@ TEST_CASE("link test: a shaped host is named before the first rank, --json carri
     const std::string program = source_dir() + "/tests/faults/ddp_steps.py";
     auto r = run(hvrun_on(lab, home, {"-np", "3", "-H", names[0] + ":1," + names[1] + ":1," + names[2] + ":1",
                                       "--disable-cache", "--no-link-test", "-x", "OMP_NUM_THREADS=1", kTorchPython,
-                                      program, "14", "0"}),
+                                      program, "0", "0", "14"}),
                  180s);
     INFO(r.out << r.err);
     CHECK(r.exit_code == 0);

@@ -106,11 +106,11 @@ TEST_CASE("straggler on the lab: a host held to a quarter of a CPU is named as s
   // quota bites), then an allreduce of 4 MiB.
   const std::string program = source_dir() + "/tests/faults/ddp_steps.py";
   const fs::path events = shared.dir / "events.jsonl";
-  auto job = [&](const std::string& steps, std::vector<std::string> extra) {
+  auto job = [&](const std::string& seconds, std::vector<std::string> extra) {
     std::vector<std::string> args = {"-np", "3", "-H", h0 + ":1," + h1 + ":1," + h2 + ":1", "-x", "OMP_NUM_THREADS=1",
                                      "-x", marker};
     args.insert(args.end(), extra.begin(), extra.end());
-    args.insert(args.end(), {kTorchPython, program, steps, "400000"});
+    args.insert(args.end(), {kTorchPython, program, "0", "400000", seconds});
     return hvrun_on(lab, home, args);
   };
   {
@@ -118,7 +118,8 @@ TEST_CASE("straggler on the lab: a host held to a quarter of a CPU is named as s
     const pid_t sshd = std::stoi(slurp(fs::path(lab.var("LAB_DIR")) / "h1" / "sshd.pid"));
     CpuQuota quota("hvrun-test-" + std::to_string(::getpid()), sshd, 0.25);
     const fs::path starved_events = shared.dir / "starved.jsonl";
-    const auto r = run(job("45", {"--events", starved_events.string()}), 240s);
+    // 14 s: two windows of start-up (imports, the rendezvous), then three to name it, and a margin.
+    const auto r = run(job("14", {"--events", starved_events.string()}), 240s);
     INFO(r.out << r.err);
     INFO(slurp(starved_events));
     CHECK(r.exit_code == 0);
@@ -140,7 +141,7 @@ TEST_CASE("straggler on the lab: a host held to a quarter of a CPU is named as s
   }
   {
     INFO("no quota: nobody named; --events has every rank's start, observations and exit, then the end");
-    const auto r = run(job("50", {"--events", events.string(), "--rank-table"}), 240s);
+    const auto r = run(job("6", {"--events", events.string(), "--rank-table"}), 240s);
     INFO(r.out << r.err);
     CHECK(r.exit_code == 0);
     CHECK_THAT(r.err, !Catch::Contains("holds the job back"));
