@@ -266,7 +266,7 @@ check_index() {
 alive() {
   local stat
   [[ -r /proc/$1/stat ]] || return 1
-  stat=$(<"/proc/$1/stat") 2>/dev/null || return 1
+  { stat=$(<"/proc/$1/stat"); } 2>/dev/null || return 1  # it may end between the test and the read
   stat=${stat##*) }
   [[ ${stat%% *} != Z ]]
 }
