@@ -8,6 +8,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "agent/proc_scan.hpp"
+
 namespace hvrun {
 
 namespace {
@@ -86,24 +88,7 @@ WaitClass classify_wait(char state, const std::string& syscall_line,
 RankSampler::RankSampler(pid_t pid)
     : pid_(pid), task_("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid)), since_(Clock::now()) {
   if (auto s = read_schedstat()) at_since_ = *s;
-  cpu_ms_at_since_ = std::max(0LL, process_cpu_ms());
-}
-
-long long RankSampler::process_cpu_ms() const {
-  // /proc/PID/stat: utime and stime are the 12th and 13th fields after the command's parenthesis, in
-  // clock ticks, for every thread of the process.
-  const std::string line = read_line("/proc/" + std::to_string(pid_) + "/stat");
-  const auto close = line.rfind(')');
-  if (close == std::string::npos) return -1;
-  std::istringstream in(line.substr(close + 2));
-  std::string field;
-  unsigned long long utime = 0, stime = 0;
-  for (int i = 1; i <= 13 && in >> field; ++i) {
-    if (i == 12) utime = std::stoull(field);
-    if (i == 13) stime = std::stoull(field);
-  }
-  static const long ticks = ::sysconf(_SC_CLK_TCK);
-  return ticks > 0 ? static_cast<long long>((utime + stime) * 1000 / static_cast<unsigned long long>(ticks)) : -1;
+  if (const auto p = read_proc_stat(pid_)) cpu_ms_at_since_ = p->cpu_ms;
 }
 
 long long RankSampler::rss_kb() const {
@@ -156,10 +141,9 @@ std::optional<ObservedShares> RankSampler::take(Clock::time_point now) {
     }
   }
   out.cpu_limit = cgroup_cpu_limit(pid_);
-  const long long cpu = process_cpu_ms();
-  if (cpu >= 0) {
-    out.cpu_ms = std::max(0LL, cpu - cpu_ms_at_since_);
-    cpu_ms_at_since_ = cpu;
+  if (const auto p = read_proc_stat(pid_)) {
+    out.cpu_ms = std::max(0LL, p->cpu_ms - cpu_ms_at_since_);
+    cpu_ms_at_since_ = p->cpu_ms;
   }
   out.rss_kb = rss_kb();
   since_ = now;

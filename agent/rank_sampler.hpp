@@ -55,7 +55,6 @@ class RankSampler {
     unsigned long long run_ns = 0, delay_ns = 0;
   };
   std::optional<SchedStat> read_schedstat() const;
-  long long process_cpu_ms() const;  // utime + stime of all its threads so far; -1 when gone
   long long rss_kb() const;
 
   pid_t pid_;

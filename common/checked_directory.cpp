@@ -177,6 +177,13 @@ CheckedDirectory CheckedDirectory::make_unique(const std::string& prefix, mode_t
   refuse("cannot create a new directory in " + path_ + ": 100 random names were taken");
 }
 
+UniqueFd CheckedDirectory::create_file_at(const std::string& path, mode_t mode, const std::string& flag) {
+  const auto slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  return open(dir, 0755, flag, /*make=*/false)
+      .create_file(path.substr(slash == std::string::npos ? 0 : slash + 1), mode, /*exclusive=*/false);
+}
+
 UniqueFd CheckedDirectory::create_file(const std::string& name, mode_t mode, bool exclusive) const {
   const std::string path = path_ + "/" + name;
   UniqueFd fd(::openat(fd_.get(), name.c_str(),

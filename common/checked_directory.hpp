@@ -46,6 +46,9 @@ class CheckedDirectory {
   // refused when it is a link, not a regular file, not the user's or has more than one name. `exclusive`:
   // refused when it is there at all.
   UniqueFd create_file(const std::string& name, mode_t mode, bool exclusive) const;
+  // A file the user named with `flag` (--report, --events): its directory opened as open() does (not
+  // made), the file made or emptied there as create_file does.
+  static UniqueFd create_file_at(const std::string& path, mode_t mode, const std::string& flag);
 
   int fd() const { return fd_.get(); }
   const std::string& path() const { return path_; }

@@ -1,6 +1,9 @@
 // Issue 40: --events' JSON lines (the schema README documents) and the ranks' table at the end.
 #include <catch2/catch.hpp>
+#include <fcntl.h>
+#include <pty.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -11,6 +14,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/log.hpp"
+#include "common/unique_fd.hpp"
 #include "launcher/job/job_record.hpp"
 #include "tests/sshd_fixture.hpp"
 
@@ -48,7 +53,7 @@ TEST_CASE("--events: every line is one JSON object with its time, its kind and t
   TempDir tmp;
   const auto path = tmp.path() / "events.jsonl";
   {
-    JobRecord record(path.string(), /*table=*/true, /*status=*/false);
+    JobRecord record(path.string(), /*table=*/true, /*status_fd=*/-1);
     record.event("job_start", {{"policy", "fixed"}, {"np", 2}, {"hosts", {"a", "b"}}, {"command", {"./train"}}});
     record.rank_started(0, "a", 100);
     record.rank_started(1, "b", 200);
@@ -102,10 +107,56 @@ TEST_CASE("--events: a file in a directory others may write in is refused, namin
   std::filesystem::create_directory(open_dir);
   REQUIRE(::chmod(open_dir.c_str(), 0777) == 0);
   try {
-    JobRecord record((open_dir / "events.jsonl").string(), false, false);
+    JobRecord record((open_dir / "events.jsonl").string(), false, -1);
     FAIL("no refusal");
   } catch (const std::exception& e) {
     CHECK_THAT(e.what(), Catch::Contains("--events") && Catch::Contains(open_dir.string()));
   }
   CHECK_FALSE(std::filesystem::exists(open_dir / "events.jsonl"));
+}
+
+namespace {
+
+// What the terminal's other end has received so far (the pty's master, non-blocking read).
+std::string terminal_text(int master) {
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(master, buf, sizeof buf)) > 0;) out.append(buf, static_cast<std::size_t>(n));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("status line: on a terminal, the ranks running, their shares and the rank that waits least, drawn in "
+          "place, erased before a log line and at the end; nothing where it is not a terminal") {
+  int master = -1, slave = -1;
+  REQUIRE(::openpty(&master, &slave, nullptr, nullptr, nullptr) == 0);
+  const hvrun::UniqueFd master_fd(master), slave_fd(slave);
+  REQUIRE(::fcntl(master, F_SETFL, O_NONBLOCK) == 0);
+  JobRecord record("", false, slave);
+  record.rank_started(0, "a", 100);
+  record.rank_started(1, "b", 200);
+  ObservationMsg m;
+  m.window_ms = 2000;
+  m.ranks = {RankObservation{0, 100, 0, 850, 50, 0, 200, 4096, 0, "", 0, "", -1, 0},
+             RankObservation{1, 900, 0, 50, 50, 0, 1800, 4096, 0, "", 0, "", -1, 0}};
+  record.observed("a", m);
+  CHECK(terminal_text(master) ==
+        "\r2 ranks running, busy 50 %, waiting on peers 45 %; waits least: rank 1 on b (5 %)\x1b[K");
+  hvrun::log_report(hvrun::LogLevel::warn, "hvrun: a line of its own");  // to stderr: the line steps aside first
+  CHECK(terminal_text(master) == "\r\x1b[K");
+  record.rank_exited(1, "b", ExitedMsg{1, 0, 0, "", "", 0, 0});
+  CHECK(terminal_text(master) == "\r1 rank running, busy 10 %, waiting on peers 85 %\x1b[K");
+  record.ended(0);
+  CHECK(terminal_text(master) == "\r\x1b[K");
+  hvrun::log_report(hvrun::LogLevel::warn, "hvrun: after the end");  // the hook is gone: nothing more here
+  CHECK(terminal_text(master).empty());
+
+  int pipe_fds[2];
+  REQUIRE(::pipe2(pipe_fds, O_NONBLOCK) == 0);
+  const hvrun::UniqueFd read_end(pipe_fds[0]), write_end(pipe_fds[1]);
+  JobRecord piped("", false, pipe_fds[1]);
+  piped.rank_started(0, "a", 100);
+  piped.observed("a", m);
+  CHECK(terminal_text(pipe_fds[0]).empty());
 }

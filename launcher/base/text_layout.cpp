@@ -4,6 +4,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
 
 namespace hvrun {
 
@@ -67,6 +71,23 @@ std::size_t terminal_width(int fd) {
   winsize ws{};
   if (::ioctl(fd, TIOCGWINSZ, &ws) != 0 || ws.ws_col == 0) return kDefaultReportWidth;
   return ws.ws_col;
+}
+
+std::string percent_text(double share) {
+  return std::to_string(static_cast<int>(std::lround(std::clamp(share, 0.0, 1.0) * 100))) + " %";
+}
+
+std::string utc_timestamp() {
+  const auto now = std::chrono::system_clock::now();
+  const auto t = std::chrono::system_clock::to_time_t(now);
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  std::tm tm{};
+  ::gmtime_r(&t, &tm);
+  char buf[40];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+  char out[48];
+  std::snprintf(out, sizeof out, "%s.%03dZ", buf, static_cast<int>(ms));
+  return out;
 }
 
 }  // namespace hvrun

@@ -17,6 +17,12 @@ std::string pad_right(const std::string& s, std::size_t width);
 // else at the width. Each line ends with '\n'.
 std::string wrap_line(const std::string& line, std::size_t width, std::size_t indent = 4);
 
+// "37 %": a share (0..1, clamped) as a whole percent.
+std::string percent_text(double share);
+
+// Now as ISO 8601 UTC with milliseconds ("2026-12-07T06:06:15.470Z"): output lines' timestamps, --events.
+std::string utc_timestamp();
+
 // The width of the terminal on `fd` (TIOCGWINSZ), or kDefaultReportWidth when it is not a terminal.
 std::size_t terminal_width(int fd);
 

@@ -131,10 +131,7 @@ void write_report_file(const std::string& path, const std::string& page) {
   const std::string context = "--report " + path + ": give a path in a writable directory";
   // Its directory may be shared (/tmp): the file is made there without following a link, and one that is
   // there is emptied only when it is the user's own (common/checked_directory.hpp).
-  const auto slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
-  UniqueFd fd = CheckedDirectory::open(dir, 0755, "--report", /*make=*/false)
-                    .create_file(path.substr(slash == std::string::npos ? 0 : slash + 1), 0644, /*exclusive=*/false);
+  UniqueFd fd = CheckedDirectory::create_file_at(path, 0644, "--report");
   std::size_t done = 0;
   while (done < page.size()) {
     const ssize_t n = retry_eintr([&] { return ::write(fd.get(), page.data() + done, page.size() - done); });

@@ -63,7 +63,7 @@ class JobCore {
         secret(JobSecret::generate()),
         stall(options.stall_timeout, heartbeat_interval(options.heartbeat_timeout)),
         record(options.check_only || options.dry_run ? "" : options.events_file, options.rank_table || options.verbose,
-               !options.check_only && !options.dry_run),
+               options.check_only || options.dry_run ? -1 : STDERR_FILENO),
         autopsy(io, HangAutopsy::Hooks{.ask = [this](std::size_t i) {
                                          links->send(i, StacksRequestMsg{static_cast<int>(kStackTimeout.count())});
                                        },

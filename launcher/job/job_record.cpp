@@ -22,18 +22,6 @@ namespace hvrun {
 
 namespace {
 
-// Wall-clock time as ISO 8601 UTC with milliseconds: what dashboards parse.
-std::string utc_now() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_REALTIME, &ts);
-  tm t{};
-  ::gmtime_r(&ts.tv_sec, &t);
-  char buf[96];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", t.tm_year + 1900, t.tm_mon + 1, t.tm_mday,
-                t.tm_hour, t.tm_min, t.tm_sec, static_cast<int>(ts.tv_nsec / 1000000) % 1000);
-  return buf;
-}
-
 double rounded(double x, double unit) { return std::round(x / unit) * unit; }
 
 std::string fixed(double x, int digits) {
@@ -42,7 +30,6 @@ std::string fixed(double x, int digits) {
   return buf;
 }
 
-std::string percent(double share) { return std::to_string(static_cast<int>(std::lround(share * 100))) + " %"; }
 
 double seconds_between(JobRecord::Clock::time_point a, JobRecord::Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
@@ -50,18 +37,13 @@ double seconds_between(JobRecord::Clock::time_point a, JobRecord::Clock::time_po
 
 }  // namespace
 
-JobRecord::JobRecord(const std::string& events_file, bool table, bool status)
+JobRecord::JobRecord(const std::string& events_file, bool table, int status_fd)
     : events_path_(events_file), table_(table) {
-  if (!events_file.empty()) {
-    // Its directory may be shared (/tmp): made without following a link, an existing file emptied only
-    // when it is the user's own (common/checked_directory.hpp).
-    const auto slash = events_file.rfind('/');
-    const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : events_file.substr(0, slash);
-    events_ = CheckedDirectory::open(dir, 0755, "--events", /*make=*/false)
-                  .create_file(events_file.substr(slash == std::string::npos ? 0 : slash + 1), 0644, /*exclusive=*/false);
-  }
-  if (status && ::isatty(STDERR_FILENO) == 1) {
-    status_ = std::make_unique<StatusLine>(STDERR_FILENO);
+  // Its directory may be shared (/tmp): made without following a link, an existing file emptied only when
+  // it is the user's own (common/checked_directory.hpp).
+  if (!events_file.empty()) events_ = CheckedDirectory::create_file_at(events_file, 0644, "--events");
+  if (status_fd >= 0 && ::isatty(status_fd) == 1) {
+    status_ = std::make_unique<StatusLine>(status_fd);
     set_before_log_line([this] { clear_status(); });
   }
 }
@@ -73,7 +55,7 @@ JobRecord::~JobRecord() {
 
 void JobRecord::write(nlohmann::json line) {
   if (!events_) return;
-  nlohmann::json out = {{"time", utc_now()}, {"t", rounded(seconds_between(start_, Clock::now()), 0.001)}};
+  nlohmann::json out = {{"time", utc_timestamp()}, {"t", rounded(seconds_between(start_, Clock::now()), 0.001)}};
   out.update(line);
   // A local file: each line is one write, so a reader never sees half of one. A full disk loses the
   // record, not the job: one warning, then no more lines.
@@ -144,7 +126,6 @@ void JobRecord::observed(const std::string& host, const ObservationMsg& m) {
 }
 
 void JobRecord::straggler(const StragglerWatch::Event& e) {
-  clear_status();
   const char* cause = "computes";
   if (e.cause == StragglerWatch::Cause::kOwnData) cause = "own_data";
   if (e.cause == StragglerWatch::Cause::kStarved) cause = "starved";
@@ -199,11 +180,11 @@ void JobRecord::draw_status() {
   }
   const std::lock_guard<std::mutex> lock(status_mutex_);
   if (alive == 0) return status_->clear();
-  std::string text = std::to_string(alive) + (alive == 1 ? " rank" : " ranks") + " running, busy " + percent(cpu / alive) + ", waiting on peers " +
-                     percent(waiting / alive);
+  std::string text = std::to_string(alive) + (alive == 1 ? " rank" : " ranks") + " running, busy " + percent_text(cpu / alive) + ", waiting on peers " +
+                     percent_text(waiting / alive);
   if (slowest && alive > 1)
     text += "; waits least: rank " + std::to_string(slowest_rank) + " on " + slowest->host + " (" +
-            percent(slowest->last_waiting) + ")";
+            percent_text(slowest->last_waiting) + ")";
   status_->show(text);
 }
 
@@ -219,7 +200,7 @@ std::string JobRecord::table() const {
       const auto end = r.ended != Clock::time_point{} ? r.ended : now;
       const double wall = r.started != Clock::time_point{} ? seconds_between(r.started, end) : 0;
       rows.push_back({host, std::to_string(rank), fixed(wall, 1) + " s", fixed(static_cast<double>(r.cpu_ms) / 1000, 1) + " s",
-                      r.window_ms > 0 ? percent(r.waited_ms / static_cast<double>(r.window_ms)) : "-",
+                      r.window_ms > 0 ? percent_text(r.waited_ms / static_cast<double>(r.window_ms)) : "-",
                       r.peak_rss_kb > 0 ? fixed(static_cast<double>(r.peak_rss_kb) / 1024, 0) + " MiB" : "-",
                       !r.exit_code ? "running" : r.signal ? "signal " + std::to_string(r.signal) : std::to_string(*r.exit_code)});
     }

@@ -27,8 +27,9 @@ class JobRecord {
   using Clock = std::chrono::steady_clock;
 
   // `events_file`: --events' path ("" for none), made as --report's are (common/checked_directory.hpp);
-  // `table`: print the ranks' table at the end; `status`: draw the live line on stderr when a terminal.
-  JobRecord(const std::string& events_file, bool table, bool status);
+  // `table`: print the ranks' table at the end; `status_fd`: where the live line is drawn when it is a
+  // terminal (hvrun: stderr), -1 for nowhere.
+  JobRecord(const std::string& events_file, bool table, int status_fd);
   ~JobRecord();
   JobRecord(const JobRecord&) = delete;
   JobRecord& operator=(const JobRecord&) = delete;

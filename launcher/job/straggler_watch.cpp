@@ -1,17 +1,16 @@
 #include "launcher/job/straggler_watch.hpp"
 
 #include <algorithm>
-#include <set>
 #include <cmath>
 #include <cstdio>
+#include <set>
+
+#include "launcher/base/text_layout.hpp"
+#include "launcher/nic/link_speed.hpp"
 
 namespace hvrun {
 
 namespace {
-
-std::string percent(double share) {
-  return std::to_string(static_cast<int>(std::lround(std::clamp(share, 0.0, 1.0) * 100))) + " %";
-}
 
 std::string cpus(double n) {
   char text[32];
@@ -50,18 +49,18 @@ std::string StragglerWatch::onset_text(const RankShares& r, Cause cause, double 
   const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(settings_.window * settings_.onset).count();
   const std::string head = "rank " + std::to_string(r.rank) + " on " + r.host + " holds the job back: ";
   const std::string others = " of the last " + std::to_string(seconds) + " s while the others wait " +
-                             percent(others_wait) + " in their collectives";
+                             percent_text(others_wait) + " in their collectives";
   switch (cause) {
     case Cause::kStarved:
-      return head + "busy " + percent(r.busy) + others + "; it waited for a CPU " + percent(r.starved) +
+      return head + "busy " + percent_text(r.busy) + others + "; it waited for a CPU " + percent_text(r.starved) +
              " of the time" +
              (r.cpu_limit > 0 ? " and may use " + cpus(r.cpu_limit) + " of a CPU (its cgroup's quota)"
                               : " (the host's CPUs are taken by other work)");
     case Cause::kOwnData:
-      return head + "waiting for its own data (file reads, the disk, sleeps) " + percent(r.own_data) + others +
+      return head + "waiting for its own data (file reads, the disk, sleeps) " + percent_text(r.own_data) + others +
              "; look at its data loading";
     case Cause::kComputes:
-      return head + "busy " + percent(r.busy) + others + "; it computes more than they do (a slower device or "
+      return head + "busy " + percent_text(r.busy) + others + "; it computes more than they do (a slower device or "
              "more work on this rank)";
     case Cause::kLink:
       break;
@@ -100,44 +99,23 @@ std::vector<StragglerWatch::Event> StragglerWatch::window(const std::vector<Rank
   for (std::size_t i = 0; i < ranks.size(); ++i) {
     const RankShares& r = ranks[i];
     Track& t = tracks_[r.rank];
-    if (candidate[i]) {
-      ++t.streak;
-      t.clear = 0;
-      if (!t.named && t.streak >= settings_.onset) {
-        t.named = true;
+    switch (step(t, candidate[i])) {
+      case Turn::kOnset:
         t.cause = cause_of(r);
-        auto& last = last_line_[{r.rank, t.cause}];
-        t.said = last == Clock::time_point{} || now - last >= settings_.repeat;
-        if (t.said) {
-          last = now;
-          events.push_back(Event{false, r.rank, r.host, t.cause, onset_text(r, t.cause, others_wait[i])});
-        }
-      }
-    } else {
-      t.streak = 0;
-      if (t.named && ++t.clear >= settings_.recovery) {
-        t.named = false;
-        t.clear = 0;
-        if (t.said)
-          events.push_back(Event{true, r.rank, r.host, t.cause,
-                                 "rank " + std::to_string(r.rank) + " on " + r.host +
-                                     " no longer holds the job back (it " + cause_name(t.cause) + ")"});
-      }
+        t.said = may_say(last_line_[{r.rank, t.cause}], now);
+        if (t.said) events.push_back(Event{false, r.rank, r.host, t.cause, onset_text(r, t.cause, others_wait[i])});
+        break;
+      case Turn::kRecovered:
+        events.push_back(Event{true, r.rank, r.host, t.cause,
+                               "rank " + std::to_string(r.rank) + " on " + r.host + " no longer holds the job back (it " +
+                                   cause_name(t.cause) + ")"});
+        break;
+      case Turn::kNone:
+        break;
     }
   }
   return events;
 }
-
-namespace {
-
-std::string mb_per_s_text(double bytes_per_s) {
-  char buf[32];
-  const double mb = bytes_per_s / 1e6;
-  std::snprintf(buf, sizeof buf, mb >= 100 ? "%.0f MB/s" : mb >= 1 ? "%.1f MB/s" : "%.2f MB/s", mb);
-  return buf;
-}
-
-}  // namespace
 
 // A host whose every sending connection (its ranks' and its peers' towards it) is far slower than the
 // connections between the other hosts, while the ranks wait on peers: its link holds the job back. Each
@@ -166,37 +144,44 @@ void StragglerWatch::judge_links(const std::vector<RankShares>& ranks, Clock::ti
     const bool candidate = job_wait >= settings_.others_wait && !touching.empty() && !others.empty() &&
                            *std::max_element(touching.begin(), touching.end()) < settings_.slow_link * median(others);
     Track& t = link_tracks_[h];
-    if (candidate) {
-      t.clear = 0;
-      if (!t.named && ++t.streak >= settings_.onset) {
-        t.named = true;
-        auto& last = link_last_line_[h];
-        t.said = last == Clock::time_point{} || now - last >= settings_.repeat;
-        if (t.said) {
-          last = now;
-          std::set<std::string> peers;
-          for (const Edge& e : edges)
-            if (e.from == h || e.to == h) peers.insert(e.from == h ? e.to : e.from);
-          std::vector<std::string> peer_list(peers.begin(), peers.end());
-          std::string joined;
-          for (const auto& p : peer_list) joined += (joined.empty() ? "" : ", ") + p;
-          events.push_back(Event{false, -1, h, Cause::kLink,
-                                 "the network link of " + h + " holds the job back: its connections (with " + joined +
-                                     ") carry " + mb_per_s_text(*std::max_element(touching.begin(), touching.end())) +
-                                     " at most, the others' " + mb_per_s_text(median(others)) + ", while the ranks wait " +
-                                     percent(job_wait) + " on peers; check " + h +
-                                     "'s NIC (ethtool: speed, errors) and any shaping on it (tc qdisc)"});
-        }
-      }
-    } else {
-      t.streak = 0;
-      if (t.named && ++t.clear >= settings_.recovery) {
-        t.named = false;
-        t.clear = 0;
-        if (t.said) events.push_back(Event{true, -1, h, Cause::kLink, "the network link of " + h + " no longer holds the job back"});
-      }
+    const Turn turn = step(t, candidate);
+    if (turn == Turn::kOnset && (t.said = may_say(link_last_line_[h], now))) {
+      std::vector<std::string> peers;
+      for (const Edge& e : edges)
+        if (e.from == h || e.to == h) peers.push_back(e.from == h ? e.to : e.from);
+      std::sort(peers.begin(), peers.end());
+      peers.erase(std::unique(peers.begin(), peers.end()), peers.end());
+      events.push_back(Event{false, -1, h, Cause::kLink,
+                             "the network link of " + h + " holds the job back: its connections (with " +
+                                 join_words(peers) + ") carry " +
+                                 rate_text(*std::max_element(touching.begin(), touching.end()) / 1e6) +
+                                 " at most, the others' " + rate_text(median(others) / 1e6) + ", while the ranks wait " +
+                                 percent_text(job_wait) + " on peers; check " + h +
+                                 "'s NIC (ethtool: speed, errors) and any shaping on it (tc qdisc)"});
     }
+    if (turn == Turn::kRecovered)
+      events.push_back(Event{true, -1, h, Cause::kLink, "the network link of " + h + " no longer holds the job back"});
   }
+}
+
+StragglerWatch::Turn StragglerWatch::step(Track& t, bool candidate) const {
+  if (candidate) {
+    t.clear = 0;
+    if (t.named || ++t.streak < settings_.onset) return Turn::kNone;
+    t.named = true;
+    return Turn::kOnset;
+  }
+  t.streak = 0;
+  if (!t.named || ++t.clear < settings_.recovery) return Turn::kNone;
+  t.named = false;
+  t.clear = 0;
+  return t.said ? Turn::kRecovered : Turn::kNone;
+}
+
+bool StragglerWatch::may_say(Clock::time_point& last, Clock::time_point now) const {
+  if (last != Clock::time_point{} && now - last < settings_.repeat) return false;
+  last = now;
+  return true;
 }
 
 std::vector<int> StragglerWatch::named() const {

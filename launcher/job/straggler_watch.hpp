@@ -86,6 +86,12 @@ class StragglerWatch {
     bool said = false;   // its onset line was printed (not held back by Settings::repeat)
     Cause cause = Cause::kComputes;
   };
+  // What one window does to a track: names it (after `onset` windows in a row), says it recovered (after
+  // `recovery` without, when its onset was said), or neither.
+  enum class Turn { kNone, kOnset, kRecovered };
+  Turn step(Track& t, bool candidate) const;
+  // Whether an onset line may be said now (one per `repeat`), stamping `last` when it may.
+  bool may_say(Clock::time_point& last, Clock::time_point now) const;
   Cause cause_of(const RankShares& r) const;
   void judge_links(const std::vector<RankShares>& ranks, Clock::time_point now, std::vector<Event>& events);
   std::string onset_text(const RankShares& r, Cause cause, double others_wait) const;

@@ -10,25 +10,13 @@
 
 #include "common/error.hpp"
 #include "common/write_fully.hpp"
+#include "launcher/base/text_layout.hpp"
 
 namespace hvrun {
 
 namespace {
 
 constexpr std::size_t kTailLineMax = 512;
-
-std::string iso_timestamp() {
-  const auto now = std::chrono::system_clock::now();
-  const auto t = std::chrono::system_clock::to_time_t(now);
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
-  std::tm tm{};
-  ::gmtime_r(&t, &tm);
-  char buf[40];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
-  char out[48];
-  std::snprintf(out, sizeof out, "%s.%03dZ", buf, static_cast<int>(ms));
-  return out;
-}
 
 }  // namespace
 
@@ -96,7 +84,7 @@ void OutputMux::emit(int rank, OutputStream stream, std::string_view line) {
   if (!(is_out ? ranks_[rank].console_out : ranks_[rank].console_err)) return;
   std::string text;
   text.reserve(line.size() + 40);
-  if (options_.timestamp) text += iso_timestamp();
+  if (options_.timestamp) text += utc_timestamp();
   text += '[';
   text += ranks_[rank].label.empty() ? std::to_string(rank) : ranks_[rank].label;
   text += is_out ? "]<stdout>:" : "]<stderr>:";
