@@ -254,7 +254,7 @@ struct Agent::Impl {
         const std::size_t slot = ranks.add(r.rank, p.process.pid());
         pipes.emplace_back(io, p.out.release(), p.err.release());
         send(StartedMsg{r.rank, p.process.pid()});
-        observer.add(r.rank, p.process.pid());
+        observer.add(r.rank, p.process.pid(), tools ? tools->stack_dir() : std::string());
         processes.push_back(std::move(p.process));
         arm({slot, OutputStream::kStdout});
         arm({slot, OutputStream::kStderr});

@@ -22,7 +22,7 @@ std::string peer_address(const std::string& peer) {
 RankObserver::RankObserver(boost::asio::io_context& io, std::function<void(ObservationMsg)> send)
     : io_(io), timer_(io), send_(std::move(send)) {}
 
-void RankObserver::add(int rank, pid_t pid) {
+void RankObserver::add(int rank, pid_t pid, const std::string& stack_dir) {
   if (stopped_) return;
   if (!gpu_ && !gpu_loading_.valid())
     gpu_loading_ = std::async(std::launch::async, [] { return std::make_unique<GpuUsage>(); });
@@ -32,7 +32,7 @@ void RankObserver::add(int rank, pid_t pid) {
   } catch (const std::exception& e) {
     log_of(LogSubsys::kRank).debug("rank {}: its connections are not observed: {}", rank, e.what());
   }
-  watched_.insert_or_assign(pid, Watched{rank, RankSampler(pid), std::move(sockets)});
+  watched_.insert_or_assign(pid, Watched{rank, RankSampler(pid, stack_dir), std::move(sockets)});
   if (window_start_ == RankSampler::Clock::time_point{}) window_start_ = RankSampler::Clock::now();
   arm();
 }

@@ -11,6 +11,7 @@
 #include <future>
 #include <map>
 #include <memory>
+#include <string>
 
 #include <utility>  // before Asio: docs/DESIGN.md §8
 #include <boost/asio/io_context.hpp>
@@ -30,7 +31,8 @@ class RankObserver {
 
   RankObserver(boost::asio::io_context& io, std::function<void(ObservationMsg)> send);
 
-  void add(int rank, pid_t pid);  // a rank started: watched from now
+  // A rank started: watched from now. `stack_dir`: where its preloaded library answers (RankSampler).
+  void add(int rank, pid_t pid, const std::string& stack_dir);
   void remove(pid_t pid);         // it ended (reaped)
   void stop();                    // the agent ends, or the job observes nothing: no more looks, no adds
 

@@ -85,8 +85,11 @@ WaitClass classify_wait(char state, const std::string& syscall_line,
   return WaitClass::kPeers;  // futex, poll, epoll, select: a collective's wait
 }
 
-RankSampler::RankSampler(pid_t pid)
-    : pid_(pid), task_("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid)), since_(Clock::now()) {
+RankSampler::RankSampler(pid_t pid, std::string stack_dir)
+    : pid_(pid),
+      task_("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid)),
+      since_(Clock::now()),
+      where_(std::make_unique<WhereSampler>(pid, std::move(stack_dir))) {
   if (auto s = read_schedstat()) at_since_ = *s;
   if (const auto p = read_proc_stat(pid_)) cpu_ms_at_since_ = p->cpu_ms;
 }
@@ -111,7 +114,12 @@ bool RankSampler::sample() {
   const std::string stat = read_line(task_ + "/stat");
   if (stat.empty()) return false;
   const char state = state_of(stat);
-  if (state == 'R') return true;
+  // An answer describes a moment the thread ran (it is asked only then), whatever it does now.
+  if (const auto spinning = where_->answer()) ++(*spinning ? spinning_ : computing_);
+  if (state == 'R') {
+    where_->ask();
+    return true;
+  }
   const std::string fd_dir = "/proc/" + std::to_string(pid_) + "/fd/";
   const WaitClass c = classify_wait(state, read_line(task_ + "/syscall"), [&fd_dir](int fd) {
     char target[256];
@@ -139,6 +147,13 @@ std::optional<ObservedShares> RankSampler::take(Clock::time_point now) {
     } else {
       out.waiting = blocked;  // never seen blocked: what little is left counts as waiting on peers
     }
+    // Running (or runnable) inside a communication library is waiting for peers by polling.
+    if (spinning_ + computing_ > 0) {
+      const double part = static_cast<double>(spinning_) / (spinning_ + computing_);
+      out.waiting += (out.busy + out.starved) * part;
+      out.busy *= 1 - part;
+      out.starved *= 1 - part;
+    }
   }
   out.cpu_limit = cgroup_cpu_limit(pid_);
   if (const auto p = read_proc_stat(pid_)) {
@@ -148,7 +163,7 @@ std::optional<ObservedShares> RankSampler::take(Clock::time_point now) {
   out.rss_kb = rss_kb();
   since_ = now;
   at_since_ = *s;
-  peers_ = own_ = 0;
+  peers_ = own_ = spinning_ = computing_ = 0;
   return out;
 }
 

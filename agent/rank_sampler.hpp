@@ -9,11 +9,16 @@
 //
 // The main thread stands for the rank: a training loop runs there (torchrun's form sets
 // OMP_NUM_THREADS=1; with intra-op threads the main thread waits on them in a futex and reads as waiting).
+// A running main thread is asked where it is (WhereSampler): its time on a CPU inside a communication
+// library (MPI's progress loop, Horovod's synchronize) is waiting on peers, not computing.
 #include <sys/types.h>
+
+#include "agent/where_sampler.hpp"
 
 #include <chrono>
 #include <functional>
 #include <optional>
+#include <memory>
 #include <string>
 
 namespace hvrun {
@@ -42,7 +47,9 @@ WaitClass classify_wait(char state, const std::string& syscall_line,
 class RankSampler {
  public:
   using Clock = std::chrono::steady_clock;
-  explicit RankSampler(pid_t pid);
+  // `stack_dir`: where the rank's preloaded library answers where it is (RankTools::stack_dir()); empty:
+  // running counts as computing.
+  explicit RankSampler(pid_t pid, std::string stack_dir = {});
 
   // One look at the main thread's wait (call every 100 ms or so). False once the rank is gone.
   bool sample();
@@ -63,6 +70,8 @@ class RankSampler {
   SchedStat at_since_{};
   long long cpu_ms_at_since_ = 0;
   int peers_ = 0, own_ = 0;  // blocked samples of each class in this window
+  std::unique_ptr<WhereSampler> where_;
+  int spinning_ = 0, computing_ = 0;  // running samples answered, inside a communication library or not
 };
 
 }  // namespace hvrun

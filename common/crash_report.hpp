@@ -28,6 +28,12 @@ inline constexpr const char kNativeSection[] = "native:";
 // that asks for one (sigqueue's si_value), so that no other SIGURG writes a file.
 inline constexpr const char kStackDirVariable[] = "HVRUN_STACK_DIR";
 inline constexpr int kStackRequest = 0x68767275;  // "hvru"
+// Issue 40: the SIGURG value that asks only where the main thread is: the library writes the return
+// addresses of its native frames, innermost (the interrupted instruction) first, as hexadecimal words on
+// one line ("0x7f.. 0x55..\n"), to $HVRUN_STACK_DIR/<pid>.where (under a temporary name, renamed when
+// whole); the agent reads and removes it (agent/where_sampler.hpp).
+inline constexpr int kWhereRequest = 0x68767277;  // "hvrw"
+inline constexpr const char kWhereSuffix[] = ".where";
 // How ExitedMsg::cause starts for a rank the kernel's OOM killer ended (the launcher adds the peak RSS).
 inline constexpr const char kOomKillCause[] = "sent by the kernel's OOM killer";
 

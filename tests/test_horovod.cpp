@@ -249,3 +249,42 @@ TEST_CASE("Horovod anchor: the same program under the real horovodrun on this ma
   REQUIRE(r.exit_code == 0);
   check_every_rank(r.out, 1, 2, "");
 }
+
+TEST_CASE("Horovod straggler on one host: the rank that computes more is named, the others read as waiting "
+          "though Horovod's synchronize polls on a CPU, and a uniform job names nobody",
+          "[integration][horovod]") {
+  if (auto why = horovod_unavailable()) {
+    WARN("Horovod tests skipped: " << *why);
+    return;
+  }
+  auto job = [](const std::string& seconds, const std::string& slow) {
+    return run({hvrun_bin(), "--rank-table", "-np", "3", "-H", "localhost:3", "-x",
+                "PYTHONPATH=" + horovod_dir() + "/site", "-x", "OMP_NUM_THREADS=1", kPython,
+                source_dir() + "/tests/faults/hvd_steps.py", seconds, slow},
+               120s);
+  };
+  {
+    const auto r = job("12", "1");
+    INFO(r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK(count_of(r.out, "hvd done rank=") == 3);
+    CHECK_THAT(r.err, Catch::Contains("hvrun: rank 1 on localhost holds the job back: busy"));
+    CHECK_THAT(r.err, !Catch::Contains("rank 0 on localhost holds") && !Catch::Contains("rank 2 on localhost holds"));
+    // The table's waiting column: the polling ranks wait most of their time, the slow one little.
+    const auto waiting = [&](int rank) {
+      const std::regex row("hvrun:   localhost +" + std::to_string(rank) + R"( +[0-9.]+ s +[0-9.]+ s +([0-9]+) %)");
+      std::smatch m;
+      return std::regex_search(r.err, m, row) ? std::stoi(m[1]) : -1;
+    };
+    CHECK(waiting(0) >= 50);
+    CHECK(waiting(2) >= 50);
+    CHECK(waiting(1) >= 0);
+    CHECK(waiting(1) < 30);
+  }
+  {
+    const auto r = job("8", "-1");
+    INFO(r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK_THAT(r.err, !Catch::Contains("holds the job back"));
+  }
+}

@@ -13,7 +13,9 @@
 //   process without this handler is not harmed) writes the main thread's Python frames (through the
 //   interpreter's own faulthandler dumper, when the process runs Python) and native stack to
 //   $HVRUN_STACK_DIR/<pgid>-<pid>.stack, written under a temporary name and renamed when whole; the
-//   program goes on.
+//   program goes on. With kWhereRequest instead, only the native frames' addresses are written, to
+//   $HVRUN_STACK_DIR/<pid>.where: the agent's ten looks a second at a running rank (issue 40), which tell
+//   a rank that spins in a communication library (MPI, Horovod) from one that computes.
 //
 // The text formats are a contract with the agent and the launcher (agent/frame_names.hpp,
 // launcher/output/stderr_digest.hpp, launcher/job/stack_groups.hpp); common/crash_report.hpp spells
@@ -289,7 +291,60 @@ using IsInitialized = int (*)();
 DumpThreads g_py_dump;
 IsInitialized g_py_is_initialized;
 
+// <dir>/<pid><suffix>, with ".tmp" after it when `tmp`; false when it would not fit.
+bool rank_file_path(char* path, size_t size, const char* suffix, bool tmp) {
+  Out p(-1);
+  p.put(g_stack_dir);
+  p.put("/");
+  p.dec(::getpid());
+  p.put(suffix);
+  if (tmp) p.put(".tmp");
+  if (p.len >= size) return false;
+  memcpy(path, p.buf, p.len);
+  path[p.len] = '\0';
+  return true;
+}
+
+// kWhereRequest: the interrupted instruction and the return addresses above it, on one line.
+void answer_where(void* context) {
+  char tmp[600], final_path[600];
+  if (!rank_file_path(tmp, sizeof tmp, hvrun::crash_report::kWhereSuffix, true) ||
+      !rank_file_path(final_path, sizeof final_path, hvrun::crash_report::kWhereSuffix, false))
+    return;
+  void* frames[kMaxFrames];
+  const int n = collect_frames(frames, kMaxFrames);
+  const uintptr_t pc = interrupted_pc(context);
+  int first = n;
+  for (int i = 0; i < n; ++i)
+    if (reinterpret_cast<uintptr_t>(frames[i]) == pc) {
+      first = i;
+      break;
+    }
+  const int fd = ::open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return;
+  Out out(fd);
+  if (first == n) {
+    out.hex(pc);  // no unwind data past the trampoline: the interrupted pc alone
+  } else {
+    for (int i = first; i < n; ++i) {
+      if (i > first) out.put(" ");
+      out.hex(reinterpret_cast<uintptr_t>(frames[i]));
+    }
+  }
+  out.put("\n");
+  out.flush();
+  ::close(fd);
+  ::rename(tmp, final_path);
+}
+
 void on_stack_request(int sig, siginfo_t* info, void* context) {
+  if (info->si_code == SI_QUEUE && info->si_value.sival_int == hvrun::crash_report::kWhereRequest) {
+    if (g_stack_dir[0] == '\0') return;
+    const int saved_errno = errno;
+    answer_where(context);
+    errno = saved_errno;
+    return;
+  }
   if (info->si_code != SI_QUEUE || info->si_value.sival_int != hvrun::crash_report::kStackRequest) {
     const struct sigaction& prev = g_previous[sig];
     if ((prev.sa_flags & SA_SIGINFO) && prev.sa_sigaction != nullptr) prev.sa_sigaction(sig, info, context);
