@@ -1,7 +1,9 @@
 #include "agent/rank_observer.hpp"
 
 #include <cmath>
+#include <optional>
 #include <string>
+#include <unordered_set>
 
 #include "common/log.hpp"
 
@@ -26,13 +28,15 @@ void RankObserver::add(int rank, pid_t pid, const std::string& stack_dir) {
   if (stopped_) return;
   if (!gpu_ && !gpu_loading_.valid())
     gpu_loading_ = std::async(std::launch::async, [] { return std::make_unique<GpuUsage>(); });
-  std::unique_ptr<RankSockets> sockets;
-  try {
-    sockets = std::make_unique<RankSockets>(pid);
-  } catch (const std::exception& e) {
-    log_of(LogSubsys::kRank).debug("rank {}: its connections are not observed: {}", rank, e.what());
+  if (!tcp_tried_) {
+    tcp_tried_ = true;
+    try {
+      tcp_ = std::make_unique<TcpTable>();
+    } catch (const std::exception& e) {
+      log_of(LogSubsys::kRank).debug("the ranks' connections are not observed: {}", e.what());
+    }
   }
-  watched_.insert_or_assign(pid, Watched{rank, RankSampler(pid, stack_dir), std::move(sockets)});
+  watched_.insert_or_assign(pid, Watched{rank, RankSampler(pid, stack_dir), RankSockets(pid)});
   if (window_start_ == RankSampler::Clock::time_point{}) window_start_ = RankSampler::Clock::now();
   arm();
 }
@@ -72,6 +76,31 @@ std::map<pid_t, GpuProcessUsage> RankObserver::gpu_by_pid() {
   return out;
 }
 
+std::map<pid_t, RankSocketsSample> RankObserver::sockets_by_pid() {
+  std::map<pid_t, RankSocketsSample> out;
+  if (!tcp_) return out;
+  std::map<pid_t, std::optional<std::unordered_set<std::uint64_t>>> held;
+  std::unordered_set<std::uint64_t> all;
+  for (auto& [pid, w] : watched_) {
+    try {
+      auto inodes = w.sockets.inodes();
+      if (inodes) all.insert(inodes->begin(), inodes->end());
+      held.emplace(pid, std::move(inodes));
+    } catch (const std::exception& e) {
+      log_of(LogSubsys::kRank).debug("rank {}: its sockets were not read: {}", w.rank, e.what());
+    }
+  }
+  TcpTable::Connections table;
+  try {
+    table = tcp_->read(all);
+  } catch (const std::exception& e) {
+    log_of(LogSubsys::kRank).debug("the ranks' connections were not read: {}", e.what());
+    return out;
+  }
+  for (auto& [pid, inodes] : held) out.emplace(pid, watched_.at(pid).sockets.sample(inodes, table));
+  return out;
+}
+
 void RankObserver::look() {
   for (auto& [pid, w] : watched_) w.sampler.sample();
   const auto now = RankSampler::Clock::now();
@@ -79,25 +108,19 @@ void RankObserver::look() {
     ObservationMsg m;
     m.window_ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(now - window_start_).count());
     std::map<pid_t, GpuProcessUsage> gpu = gpu_by_pid();
+    std::map<pid_t, RankSocketsSample> sockets = sockets_by_pid();
     for (auto& [pid, w] : watched_) {
       const auto s = w.sampler.take(now);
       if (!s) continue;
       RankObservation o{w.rank, thousandths(s->busy), thousandths(s->starved), thousandths(s->waiting),
                         thousandths(s->own_data), thousandths(s->cpu_limit), s->cpu_ms, s->rss_kb, 0, "", 0, "", -1, 0};
-      if (w.sockets) {
-        try {
-          const RankSocketsSample c = w.sockets->sample();
-          // An app-limited estimate is a floor of what the link can do: kept, as a slow link's is low
-          // either way and a fast link's stays far above it.
-          if (c.sending > 0) {
-            o.send_rate_kbs = static_cast<long long>(c.lowest_delivery_rate / 1000);
-            o.send_peer = peer_address(c.slowest_peer);
-            o.fast_rate_kbs = static_cast<long long>(c.highest_delivery_rate / 1000);
-            o.fast_peer = peer_address(c.fastest_peer);
-          }
-        } catch (const std::exception& e) {
-          log_of(LogSubsys::kRank).debug("rank {}: its connections were not read: {}", w.rank, e.what());
-        }
+      if (const auto c = sockets.find(pid); c != sockets.end() && c->second.sending > 0) {
+        // An app-limited estimate is a floor of what the link can do: kept, as a slow link's is low
+        // either way and a fast link's stays far above it.
+        o.send_rate_kbs = static_cast<long long>(c->second.lowest_delivery_rate / 1000);
+        o.send_peer = peer_address(c->second.slowest_peer);
+        o.fast_rate_kbs = static_cast<long long>(c->second.highest_delivery_rate / 1000);
+        o.fast_peer = peer_address(c->second.fastest_peer);
       }
       if (const auto g = gpu.find(pid); g != gpu.end()) {
         o.gpu_percent = g->second.sm_percent ? static_cast<int>(*g->second.sm_percent) : -1;

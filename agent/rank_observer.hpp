@@ -1,8 +1,8 @@
 #pragma once
 // Issue 40: the agent watches its running ranks' main threads (RankSampler, agent/rank_sampler.hpp) on
 // its own loop, ten looks a second, and sends the launcher each rank's shares every window
-// (ObservationMsg), with each rank's slowest sending TCP connection (RankSockets, sock_diag: 2 to 5 ms a
-// rank a window, measured). Runs while the agent has ranks; costs the ranks nothing (it reads /proc and
+// (ObservationMsg), with each rank's slowest and fastest sending TCP connection (RankSockets over one
+// TcpTable read a window for all the ranks: sock_diag, 2 to 5 ms, measured). Runs while the agent has ranks; costs the ranks nothing (it reads /proc and
 // asks the kernel).
 #include <sys/types.h>
 
@@ -40,16 +40,20 @@ class RankObserver {
   struct Watched {
     int rank = 0;
     RankSampler sampler;
-    std::unique_ptr<RankSockets> sockets;  // none when the kernel refused a sock_diag socket
+    RankSockets sockets;
   };
   void arm();
   void look();
   std::map<pid_t, GpuProcessUsage> gpu_by_pid();  // NVML's view of this window, once it is loaded
+  // Each rank's connections in this window, by pid: one TcpTable read for them all.
+  std::map<pid_t, RankSocketsSample> sockets_by_pid();
 
   boost::asio::io_context& io_;
   boost::asio::steady_timer timer_;
   std::function<void(ObservationMsg)> send_;
   std::map<pid_t, Watched> watched_;
+  std::unique_ptr<TcpTable> tcp_;  // none when the kernel refused a sock_diag socket
+  bool tcp_tried_ = false;
   RankSampler::Clock::time_point window_start_{};
   // NVML, loaded off the loop (nvmlInit can take seconds) when the first rank starts; sampled once a
   // window for the whole host. Its future's destructor waits for a load still running.
