@@ -13,7 +13,6 @@
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <cerrno>
-#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -28,6 +27,7 @@
 #include "agent/fingerprint_taker.hpp"
 #include "agent/free_port.hpp"
 #include "agent/kernel_log.hpp"
+#include "agent/group_cpu.hpp"
 #include "agent/proc_scan.hpp"
 #include "agent/rank_observer.hpp"
 #include "agent/rank_pipes.hpp"
@@ -72,7 +72,7 @@ struct Agent::Impl {
         child_signals(io, SIGCHLD),
         stop_signals(io, SIGTERM, SIGINT, SIGHUP),
         kill_timer(io),
-        heartbeats(io, [this] { send(HeartbeatMsg{report_cpu ? ranks_cpu_since_last() : 0}); }),
+        heartbeats(io, [this] { send(HeartbeatMsg{report_cpu ? ranks_cpu.since_last(rank_groups()) : 0}); }),
         // Nothing from the launcher for a whole heartbeat period: it is dead or cut off (a pulled
         // cable leaves the SSH connection open but silent), and its ranks must not outlive it.
         watchdog(io, [this] {
@@ -110,7 +110,7 @@ struct Agent::Impl {
   bool sent_sigkill = false;      // hvrun's own SIGKILL went to the groups
   bool report_cpu = false;              // JobMsg::report_cpu
   bool elastic = false;                 // JobMsg::elastic: later launches add ranks
-  std::map<pid_t, long long> cpu_seen;  // each rank process's CPU at the previous heartbeat
+  GroupCpu ranks_cpu;  // what the ranks' groups used between heartbeats
   SyncChecker sync_checker;  // after io: its thread is joined before io goes
   FingerprintTaker fingerprints{io};  // likewise its worker
 
@@ -233,15 +233,7 @@ struct Agent::Impl {
     }
     // A Horovod elastic job's later launches add ranks beside those running: their tools stay.
     if (!stacks || !elastic) {
-      try {
-        if (const std::string why = RankTools::tmpdir_refusal(); !why.empty())
-          spdlog::warn("on {}: {}; hvrun's crash handler goes to {} instead (the ranks' TMPDIR is unchanged)",
-                       local_hostname(), why, RankTools::base_directory());
-        tools = std::make_unique<RankTools>();
-      } catch (const Error& e) {
-        spdlog::warn("on {}: {}; the ranks run without hvrun's crash handler (no native stacks, no hang autopsy)",
-                     local_hostname(), e.what());
-      }
+      tools = RankTools::create_or_warn();
       stacks = std::make_unique<StackCollector>(io, tools ? tools->stack_dir() : std::string());
     }
     for (const auto& r : m.ranks) {
@@ -281,7 +273,7 @@ struct Agent::Impl {
       }
     kill_timer.cancel();
     sent_sigkill = false;
-    cpu_seen.clear();
+    ranks_cpu.reset();
     horovod_rendezvous.reset();
     store.reset();
     if (m.serve_store) store = std::make_unique<StoreServer>(io, secret->store_token(), "", 0);
@@ -307,6 +299,12 @@ struct Agent::Impl {
     });
   }
 
+  std::vector<pid_t> rank_groups() const {
+    std::vector<pid_t> groups;
+    for (const auto& e : ranks.entries()) groups.push_back(e.pid);
+    return groups;
+  }
+
   // Every rank still running (no answer at all before the launch: nothing runs).
   void handle(const StacksRequestMsg& m) {
     std::vector<StackCollector::Rank> running;
@@ -316,24 +314,6 @@ struct Agent::Impl {
     stacks->collect(running, std::chrono::milliseconds(m.timeout_ms), [this](StacksMsg msg) {
       if (!state.finished()) send(msg);
     });
-  }
-
-  // What the ranks' groups used since the previous heartbeat, in ms (a process new since then counts
-  // whole; one gone since then counts no more).
-  int ranks_cpu_since_last() {
-    std::vector<pid_t> groups;
-    for (const auto& e : ranks.entries()) groups.push_back(e.pid);
-    if (groups.empty()) return 0;
-    std::map<pid_t, long long> now;
-    long long used = 0;
-    for (const auto& group : processes_in_groups(groups))
-      for (const ProcStat& p : group) {
-        const auto before = cpu_seen.find(p.pid);
-        used += p.cpu_ms - (before == cpu_seen.end() ? 0 : std::min(before->second, p.cpu_ms));
-        now[p.pid] = p.cpu_ms;
-      }
-    cpu_seen = std::move(now);
-    return static_cast<int>(std::min<long long>(used, INT_MAX));
   }
 
   // Heartbeats, terminate and shutdown: the decision is all there is to do.

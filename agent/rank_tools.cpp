@@ -13,9 +13,12 @@
 #include <string_view>
 #include <system_error>
 
+#include <spdlog/spdlog.h>
+
 #include "common/checked_directory.hpp"
 #include "common/crash_report.hpp"
 #include "common/error.hpp"
+#include "common/local_hostname.hpp"
 #include "common/unique_fd.hpp"
 #include "common/write_fully.hpp"
 
@@ -82,6 +85,19 @@ std::string RankTools::base_directory() {
   // Every launch makes four inodes here and removes them: on /dev/shm that costs a fifth of the CPU
   // it costs on an ext4 /tmp, on every host (docs/BENCHMARKS.md, "Launch against the SSH floor").
   return usable_tmpfs("/dev/shm") ? "/dev/shm" : "/tmp";
+}
+
+std::unique_ptr<RankTools> RankTools::create_or_warn() {
+  try {
+    if (const std::string why = tmpdir_refusal(); !why.empty())
+      spdlog::warn("on {}: {}; hvrun's crash handler goes to {} instead (the ranks' TMPDIR is unchanged)",
+                   local_hostname(), why, base_directory());
+    return std::make_unique<RankTools>();
+  } catch (const Error& e) {
+    spdlog::warn("on {}: {}; the ranks run without hvrun's crash handler (no native stacks, no hang autopsy)",
+                 local_hostname(), e.what());
+    return nullptr;
+  }
 }
 
 RankTools::RankTools() {

@@ -5,6 +5,7 @@
 // (common/crash_report.hpp). Removed, with what is in it, when the agent ends; a directory whose
 // agent was killed is removed by the next agent of the same user on that host (its lock file's flock
 // died with the agent).
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -17,6 +18,9 @@ class RankTools {
  public:
   // Throws Error naming the call and the path when the directory or the library cannot be written.
   RankTools();
+  // The tools, or none where they cannot be made; either way the user is warned, naming this host (a
+  // refused TMPDIR, or ranks without the crash handler: no native stacks, no hang autopsy).
+  static std::unique_ptr<RankTools> create_or_warn();
   ~RankTools();
   RankTools(const RankTools&) = delete;
   RankTools& operator=(const RankTools&) = delete;
