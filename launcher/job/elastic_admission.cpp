@@ -22,6 +22,14 @@ namespace {
 // request, which a host that passed its probes does in milliseconds unless something drops them.
 constexpr milliseconds kKnockTimeout{5000};
 
+// `f` once `after` has passed, unless `timer` is cancelled or armed anew first.
+void arm(boost::asio::steady_timer& timer, milliseconds after, std::function<void()> f) {
+  timer.expires_after(after);
+  timer.async_wait([f = std::move(f)](auto ec) {
+    if (!ec) f();
+  });
+}
+
 }  // namespace
 
 ElasticAdmission::ElasticAdmission(boost::asio::io_context& io, const LaunchOptions& options,
@@ -40,7 +48,13 @@ ElasticAdmission::ElasticAdmission(boost::asio::io_context& io, const LaunchOpti
                                     .cwd = hooks_.cwd,
                                     .refuse = [this](std::size_t i, const std::string& why) { refuse(i, why); },
                                     .maybe_probe = [this] { maybe_probe(); }}),
-      probe_timer_(io) {
+      probe_timer_(io),
+      link_timer_(io),
+      link_test_(LinkTestStep::Hooks{
+          .send = [this](std::size_t i, const LinkTestRequestMsg& m) { links_.send(i, m); },
+          .arm_deadline = [this](milliseconds after, std::function<void()> f) { arm(link_timer_, after, std::move(f)); },
+          .cancel_deadline = [this] { link_timer_.cancel(); },
+          .going_on = [this] { return !phase_.stopping(); }}) {
   connector_ = std::make_unique<Connector>(
       io, Connector::host_agent_starter(options, default_agent_path()),
       [this](std::size_t i, std::shared_ptr<HostAgent> agent, const std::string& error) {
@@ -149,13 +163,7 @@ void ElasticAdmission::maybe_probe() {
       io_, options_, hosts_, NicFilter::parse(options_.network_interfaces),
       NicDiscovery::Hooks{
           .probing = [this] { return probing_ != nullptr && !phase_.stopping(); },
-          .arm_deadline =
-              [this](milliseconds after, std::function<void()> f) {
-                probe_timer_.expires_after(after);
-                probe_timer_.async_wait([f = std::move(f)](auto ec) {
-                  if (!ec) f();
-                });
-              },
+          .arm_deadline = [this](milliseconds after, std::function<void()> f) { arm(probe_timer_, after, std::move(f)); },
           .cancel_deadline = [this] { probe_timer_.cancel(); },
           .send = [this](std::size_t i, const ProbeRequestMsg& m) { links_.send(i, m); },
           .decided = [this] { boost::asio::post(io_, [this] { on_probed(); }); }});
@@ -239,6 +247,15 @@ void ElasticAdmission::on_knock_result(std::size_t i, const KnockResultMsg& r) {
   hooks_.host_set_changed(HorovodHostUpdate::kAdded);
 }
 
+void ElasticAdmission::measure_links(const std::vector<std::string>& world, std::function<void()> then) {
+  std::vector<bool> in(hosts_.size(), false);
+  for (const std::string& name : world) in[index_of_.at(name)] = true;
+  bool remote = false;
+  for (std::size_t i = 0; i < hosts_.size(); ++i) remote = remote || (in[i] && !hosts_[i].is_local);
+  if (!options_.link_test || world.size() < 2 || !remote) return then();
+  link_test_.start(hosts_, [this, in](std::size_t i) { return in[i] ? members_[i].nic : std::nullopt; }, std::move(then));
+}
+
 bool ElasticAdmission::usable(const std::string& host) const {
   const auto it = index_of_.find(host);
   if (it == index_of_.end()) return false;
@@ -262,6 +279,7 @@ void ElasticAdmission::new_world() { rendezvous_->clear_keys(); }
 
 void ElasticAdmission::stop() {
   probe_timer_.cancel();
+  link_timer_.cancel();
   probing_.reset();
 }
 

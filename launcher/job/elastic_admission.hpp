@@ -24,6 +24,7 @@
 #include "launcher/elastic/elastic_hosts.hpp"
 #include "launcher/elastic/elastic_phase.hpp"
 #include "launcher/job/elastic_newcomer_checks.hpp"
+#include "launcher/job/link_test_step.hpp"
 #include "launcher/job/nic_discovery.hpp"
 #include "launcher/job/sync_run.hpp"
 #include "launcher/nic/nic_selector.hpp"
@@ -68,6 +69,14 @@ class ElasticAdmission {
   void on_fingerprint(std::size_t i, FingerprintMsg m) { checks_.on_fingerprint(i, std::move(m)); }
   void on_probe_result(std::size_t i, const ProbeResultMsg& m);
   void on_knock_result(std::size_t i, const KnockResultMsg& r);
+  void on_link_result(std::size_t i, const LinkTestResultMsg& m) { link_test_.add(i, m, links_.peer(i)); }
+
+  // The first world's links, before its first worker (docs/DESIGN.md §5.6): the admitted `world` hosts'
+  // NICs measured, each towards the next in meeting order, degraded ones warned about, then `then`; at
+  // once under --no-link-test, for a single host or when every host is this machine. Once per job:
+  // hosts admitted later are not measured.
+  void measure_links(const std::vector<std::string>& world, std::function<void()> then);
+  bool measuring_links() const { return link_test_.running(); }
 
   // hosts[i] is never used: why, for the user, and the job goes on without it.
   void refuse(std::size_t i, const std::string& why);
@@ -122,6 +131,8 @@ class ElasticAdmission {
   Hooks hooks_;
   NewcomerChecks checks_;
   boost::asio::steady_timer probe_timer_;  // the probe round's deadline
+  boost::asio::steady_timer link_timer_;   // the link test's
+  LinkTestStep link_test_;
   std::vector<Member> members_;            // parallel to hosts: every host met, in order
   std::map<std::string, std::size_t> index_of_;
   std::unique_ptr<HorovodRendezvous> rendezvous_;

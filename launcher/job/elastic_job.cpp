@@ -210,6 +210,7 @@ struct ElasticJob::Impl : JobCore<ElasticJob::Impl> {
   void handle(std::size_t i, ProbeResultMsg m) { admission->on_probe_result(i, m); }
   void handle(std::size_t i, KnockResultMsg m) { admission->on_knock_result(i, m); }
   void handle(std::size_t i, FingerprintMsg m) { admission->on_fingerprint(i, std::move(m)); }
+  void handle(std::size_t i, LinkTestResultMsg m) { admission->on_link_result(i, m); }
 
   void handle(std::size_t i, StartedMsg m) {
     check_rank_of(i, m.rank);

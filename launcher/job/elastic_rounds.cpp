@@ -78,6 +78,12 @@ void ElasticRounds::maybe_start() {
   if (slot_count(hs) < options_.np) return;
   // Hosts still starting or being probed join first, unless the job is full without them.
   if (admission_.admitting() && !(el_.max_np && slot_count(hs) >= *el_.max_np)) return;
+  // The first world's links are measured before its first worker; the start is weighed again after.
+  if (admission_.measuring_links()) return;
+  if (!links_asked_) {
+    links_asked_ = true;
+    return admission_.measure_links(assignment_hosts(assign_slots(hs, el_.max_np)), [this] { maybe_start(); });
+  }
   slots_timer_.cancel();
   activate(hs);
   if (phase_.stopping()) return;

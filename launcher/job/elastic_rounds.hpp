@@ -109,6 +109,7 @@ class ElasticRounds {
   std::map<SlotKey, ExitedMsg> last_exit_;
   std::optional<Clock::time_point> change_at_;  // a loss or a join being adjusted to
   std::string change_what_;
+  bool links_asked_ = false;  // the first world's link test began (ElasticAdmission::measure_links)
 };
 
 }  // namespace hvrun

@@ -22,7 +22,14 @@ namespace hvrun {
 using std::chrono::milliseconds;
 
 JobLaunch::JobLaunch(boost::asio::io_context& io, const LaunchOptions& options, Job job, Hooks hooks)
-    : options_(options), job_(job), hooks_(std::move(hooks)) {
+    : options_(options),
+      job_(job),
+      hooks_(std::move(hooks)),
+      link_test_(LinkTestStep::Hooks{
+          .send = [this](std::size_t i, const LinkTestRequestMsg& m) { job_.links->send(i, m); },
+          .arm_deadline = [this](milliseconds after, std::function<void()> f) { hooks_.arm_deadline(after, std::move(f)); },
+          .cancel_deadline = [this] { hooks_.cancel_deadline(); },
+          .going_on = [this] { return !job_.teardown.tearing_down(); }}) {
   nics_ = std::make_unique<NicDiscovery>(
       io, options, job_.hosts, NicFilter::parse(options.network_interfaces),
       NicDiscovery::Hooks{
@@ -147,37 +154,15 @@ void JobLaunch::on_decided() {
   });
 }
 
-// Each host's chosen NIC towards its ring neighbour's, all at once (link_test_run.hpp). A degraded link
-// is warned about, never refused: the job may still be worth running.
+// Each host's chosen NIC towards its ring neighbour's, all at once (link_test_step.hpp).
 void JobLaunch::measure_links(std::function<void()> then) {
-  const std::vector<JobHost>& hosts = job_.hosts;
-  if (!options_.link_test || nics_->report_base().single_host || hosts.size() < 2) return then();
-  std::vector<std::optional<LinkHost>> members;
-  std::vector<int> ports;
-  for (std::size_t i = 0; i < hosts.size(); ++i) {
-    const auto c = nics_->choice_of(i);
-    members.push_back(c && hosts[i].hello ? std::optional<LinkHost>(LinkHost{hosts[i].name, c->iface, c->address})
-                                          : std::nullopt);
-    ports.push_back(hosts[i].hello ? hosts[i].hello->probe_port : 0);
-  }
-  link_test_ = std::make_unique<LinkTestRun>(
-      std::move(members), std::move(ports),
-      LinkTestRun::Hooks{.send = [this](std::size_t i, const LinkTestRequestMsg& m) { job_.links->send(i, m); },
-                         .arm_deadline = [this](milliseconds after, std::function<void()> f) { hooks_.arm_deadline(after, std::move(f)); },
-                         .done = [this, then] {
-                           hooks_.cancel_deadline();
-                           if (job_.teardown.tearing_down()) return;
-                           for (const std::string& line : link_warnings(link_test_->figures(), link_test_->hosts()))
-                             spdlog::warn("{}", line);
-                           then();
-                         }});
+  if (!options_.link_test || nics_->report_base().single_host || job_.hosts.size() < 2) return then();
   job_.teardown.advance(Phase::kLinkTest);
-  if (!link_test_->start()) return then();
+  link_test_.start(job_.hosts, [this](std::size_t i) { return nics_->choice_of(i); }, std::move(then));
 }
 
 void JobLaunch::on_link_result(std::size_t i, const LinkTestResultMsg& m) {
-  if (link_test_ && link_test_->running() && job_.teardown.phase() == Phase::kLinkTest)
-    link_test_->add(i, m, job_.links->peer(i));
+  if (job_.teardown.phase() == Phase::kLinkTest) link_test_.add(i, m, job_.links->peer(i));
 }
 
 // Agents answer at once; the bound is for one whose interpreter hangs past kInterpreterTimeout, or
@@ -252,9 +237,9 @@ void JobLaunch::prepare_mpirun() {
 // The --check-only report of the probe round as it stands.
 CheckReport JobLaunch::nic_report() const {
   CheckInput base = nics_->report_base();
-  if (link_test_) {
-    base.links = link_test_->figures();
-    base.link_hosts = link_test_->hosts();
+  if (const LinkTestRun* links = link_test_.run()) {
+    base.links = links->figures();
+    base.link_hosts = links->hosts();
   }
   return check_report_of(job_.hosts, nics_->round(), std::move(base));
 }

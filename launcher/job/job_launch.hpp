@@ -23,7 +23,7 @@
 #include "launcher/cli/rank_plan.hpp"
 #include "launcher/job/job_restarts.hpp"
 #include "launcher/job/launch_timings.hpp"
-#include "launcher/job/link_test_run.hpp"
+#include "launcher/job/link_test_step.hpp"
 #include "launcher/job/nic_discovery.hpp"
 #include "launcher/job/sync_run.hpp"
 #include "launcher/job/teardown.hpp"
@@ -96,7 +96,7 @@ class JobLaunch {
   bool ready_to_decide() const;
   bool check_fingerprints();
   void on_decided();
-  // Measures the chosen NICs' links (LinkTestRun; Phase::kLinkTest), warns about degraded ones, then
+  // Measures the chosen NICs' links (LinkTestStep; Phase::kLinkTest), warns about degraded ones, then
   // runs `then`; at once without the test (--no-link-test, a single host).
   void measure_links(std::function<void()> then);
   void await_fingerprints();
@@ -111,7 +111,7 @@ class JobLaunch {
   Job job_;
   Hooks hooks_;
   std::unique_ptr<NicDiscovery> nics_;
-  std::unique_ptr<LinkTestRun> link_test_;  // from measure_links on
+  LinkTestStep link_test_;
   std::optional<std::string> horovod_rendezvous_addr_;  // nothing when not served
   int horovod_rendezvous_port_ = 0;
   std::optional<std::vector<std::string>> mpirun_;
