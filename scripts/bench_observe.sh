@@ -11,7 +11,9 @@
 # agent and the ranks: wait4 through scripts/bench/run_timed) and the ranks' own CPU (wait4 at their exit,
 # from --events); the rest is hvrun's and its agent's. Prints a markdown table of medians with the
 # observation's cost as a share of the ranks' CPU, and the 1-minute load average before each round (a
-# figure taken above load 2 is not a measurement). Needs Debian's python3-torch. Not part of ctest.
+# figure taken above load 2 is not a measurement). BENCH_OBS_SETTLE (default 1.5): before each run the
+# 1-minute load average must fall below it (at most 5 minutes; the runs raise it themselves: two ranks
+# keep both cores busy). Needs Debian's python3-torch. Not part of ctest.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 hvrun=${1:-$root/build/cmd/hvrun}
@@ -19,6 +21,7 @@ ranks=${BENCH_OBS_RANKS:-2}
 steps=${BENCH_OBS_STEPS:-300}
 work=${BENCH_OBS_WORK:-100000}
 reps=${BENCH_OBS_REPS:-5}
+settle=${BENCH_OBS_SETTLE:-1.5}
 python=/usr/bin/python3
 [[ -x $hvrun ]] || { echo "bench_observe: no hvrun at $hvrun" >&2; exit 2; }
 "$python" -c 'import torch' 2>/dev/null || { echo "bench_observe: $python has no torch (apt install python3-torch)" >&2; exit 2; }
@@ -32,6 +35,10 @@ g++ -std=c++20 -O2 "$root/scripts/bench/run_timed.cpp" -o "$timer"
 one() {
   local variant=$1 round=$2 flags=() load
   [[ $variant == off ]] && flags=(--no-straggler-watch)
+  for ((waited = 0; waited < 300; waited += 5)); do
+    awk -v l="$(cut -d' ' -f1 /proc/loadavg)" -v s="$settle" 'BEGIN{exit !(l < s)}' && break
+    sleep 5
+  done
   load=$(cut -d' ' -f1 /proc/loadavg)
   local events=$tmp/events.$variant.$round out=$tmp/out.$variant.$round
   "$timer" 600 "$tmp/t.$variant.$round" "$hvrun" -np "$ranks" -H "localhost:$ranks" -x OMP_NUM_THREADS=1 \
