@@ -27,6 +27,7 @@
 #include "agent/fingerprint_taker.hpp"
 #include "agent/free_port.hpp"
 #include "agent/kernel_log.hpp"
+#include "agent/mpi_rank_finder.hpp"
 #include "agent/group_cpu.hpp"
 #include "agent/proc_scan.hpp"
 #include "agent/rank_observer.hpp"
@@ -104,6 +105,7 @@ struct Agent::Impl {
   // The crash handler and stack folder given to ranks; null when it could not be made (the ranks run
   // without, and hvrun says so once).
   std::unique_ptr<RankTools> tools;
+  std::unique_ptr<MpiRankFinder> mpi_ranks;  // --mpi: the ranks mpirun started here
   std::unique_ptr<StackCollector> stacks;
   KernelLog kernel_log;           // opened now: OOM kills from the start on
   std::optional<CgroupOomCount> cgroup_ooms = own_cgroup_oom_kills();  // the count at the previous look
@@ -177,7 +179,20 @@ struct Agent::Impl {
     heartbeats.start(std::chrono::milliseconds(m.heartbeat_ms));
     // The store binds every address: the NIC is chosen later, and the token guards it meanwhile.
     if (m.serve_store) store = std::make_unique<StoreServer>(io, secret->store_token(), "", 0);
-    send(ReadyMsg{store ? store->port() : 0});
+    ReadyMsg ready{store ? store->port() : 0, "", ""};
+    if (!m.mpi_marker.empty() && m.observe) watch_mpi_ranks(m.mpi_marker, ready);
+    send(ready);
+  }
+
+  // --mpi: mpirun's daemons start this host's ranks; they are found by their marker and observed, their
+  // where asks answered by the library mpirun preloads from `ready`'s paths.
+  void watch_mpi_ranks(const std::string& marker, ReadyMsg& ready) {
+    tools = RankTools::create_or_warn();
+    const std::string stack_dir = tools ? tools->stack_dir() : std::string();
+    if (tools) ready = ReadyMsg{ready.store_port, tools->library(), stack_dir};
+    mpi_ranks = std::make_unique<MpiRankFinder>(
+        io, marker, [this, stack_dir](int rank, pid_t pid) { observer.add(rank, pid, stack_dir); });
+    mpi_ranks->start();
   }
 
   void handle(const HorovodRendezvousMsg& m) {
@@ -357,6 +372,7 @@ struct Agent::Impl {
   void finish() {
     state.finish();
     heartbeats.stop();
+    if (mpi_ranks) mpi_ranks->stop();
     observer.stop();
     watchdog.cancel();
     channel.close();

@@ -102,7 +102,8 @@ std::map<pid_t, RankSocketsSample> RankObserver::sockets_by_pid() {
 }
 
 void RankObserver::look() {
-  for (auto& [pid, w] : watched_) w.sampler.sample();
+  // A rank gone is dropped here: the agent's own are also removed when reaped, mpirun's (--mpi) only so.
+  for (auto it = watched_.begin(); it != watched_.end();) it = it->second.sampler.sample() ? std::next(it) : watched_.erase(it);
   const auto now = RankSampler::Clock::now();
   if (now - window_start_ >= kWindow) {
     ObservationMsg m;

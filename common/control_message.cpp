@@ -71,7 +71,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RestartMsg, attempt, serve_store)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RestartReadyMsg, free_port, store_port)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(OutputAckMsg, bytes)
 
-// report_cpu, elastic and a heartbeat's cpu_ms may be missing (then false and 0; observe then true): the agent does not check the
+// report_cpu, elastic, mpi_marker and a heartbeat's cpu_ms may be missing (then false and 0; observe then true): the agent does not check the
 // launcher's version, and an earlier launcher's job and heartbeats must still be read.
 void to_json(nlohmann::json& j, const JobMsg& m) {
   j = nlohmann::json{{"secret", m.secret},
@@ -81,6 +81,7 @@ void to_json(nlohmann::json& j, const JobMsg& m) {
                      {"report_cpu", m.report_cpu},
                      {"elastic", m.elastic},
                      {"observe", m.observe}};
+  if (!m.mpi_marker.empty()) j["mpi_marker"] = m.mpi_marker;
 }
 void from_json(const nlohmann::json& j, JobMsg& m) {
   j.at("secret").get_to(m.secret);
@@ -90,8 +91,19 @@ void from_json(const nlohmann::json& j, JobMsg& m) {
   m.report_cpu = j.contains("report_cpu") && j.at("report_cpu").get<bool>();
   m.elastic = j.contains("elastic") && j.at("elastic").get<bool>();
   m.observe = !j.contains("observe") || j.at("observe").get<bool>();
+  m.mpi_marker = j.value("mpi_marker", std::string());
 }
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ReadyMsg, store_port)
+// The crash handler's paths go only with an MPI marker (and an earlier agent sends none).
+void to_json(nlohmann::json& j, const ReadyMsg& m) {
+  j = nlohmann::json{{"store_port", m.store_port}};
+  if (!m.rank_library.empty()) j["rank_library"] = m.rank_library;
+  if (!m.stack_dir.empty()) j["stack_dir"] = m.stack_dir;
+}
+void from_json(const nlohmann::json& j, ReadyMsg& m) {
+  j.at("store_port").get_to(m.store_port);
+  m.rank_library = j.value("rank_library", std::string());
+  m.stack_dir = j.value("stack_dir", std::string());
+}
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(HorovodRendezvousMsg, address, allowed_peers)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(HorovodRendezvousReadyMsg, port)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(KnockMsg, address, port, token, timeout_ms)

@@ -28,12 +28,20 @@ struct JobMsg {
   bool report_cpu = false;   // --stall-timeout: heartbeats carry the ranks' CPU (HeartbeatMsg::cpu_ms)
   bool elastic = false;      // Horovod elastic: more launches follow the first, each with new ranks
   bool observe = true;       // observe the ranks (RankObserver) and send ObservationMsg; off: --no-straggler-watch
+  // --mpi, when hvrun runs mpirun itself and observes: the value of HVRUN_MPI_MARKER in the environment
+  // of the job's MPI ranks, which mpirun's daemons start (not the agent): the agent finds them by it
+  // (MpiRankFinder) and answers with its crash handler's paths (ReadyMsg). Empty otherwise.
+  std::string mpi_marker{};
 };
 
 // agent → launcher, answer to JobMsg: the agent now answers probes as its host; store_port is where it
 // serves the job's rendezvous store (0 when JobMsg gave no store token).
 struct ReadyMsg {
   int store_port = 0;
+  // With JobMsg::mpi_marker: this host's libhvrun_crash.so and the directory its ranks answer in (mpirun
+  // passes them to this host's ranks); empty without, or where the agent could not make them.
+  std::string rank_library{};
+  std::string stack_dir{};
 };
 
 // launcher → rank 0's host's agent, after the NIC choice and before the launch: serve Horovod's Gloo

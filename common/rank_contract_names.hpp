@@ -17,6 +17,9 @@ inline constexpr const char* kAddr = "HVRUN_ADDR";    // its address on that NIC
 inline constexpr const char* kStoreAddr = "HVRUN_STORE_ADDR";
 inline constexpr const char* kStorePort = "HVRUN_STORE_PORT";
 inline constexpr const char* kStoreToken = "HVRUN_STORE_TOKEN";
+// --mpi, observed (issue 40): the job's marker in its MPI ranks' environment, by which each host's agent
+// finds the ranks that mpirun's daemons started (agent/mpi_rank_finder.hpp).
+inline constexpr const char* kMpiMarker = "HVRUN_MPI_MARKER";
 // Set by the user, never by the launcher: the collectives' rendezvous and per-call timeout in seconds.
 inline constexpr const char* kCollectiveTimeout = "HVRUN_COLLECTIVE_TIMEOUT";
 

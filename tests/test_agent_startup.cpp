@@ -51,7 +51,7 @@ TEST_CASE("agent startup: job hosts, hellos, all up, one machine twice", "[agent
   startup.hello(0, hello(hvrun::kVersion, "ns"), "agent on localhost");
   CHECK_THROWS_WITH(startup.hello(0, hello(hvrun::kVersion, "ns"), "agent on localhost"),
                     "agent on localhost: a second hello");
-  hvrun::accept_ready(hosts[0], hvrun::ReadyMsg{0}, false, false, "agent on localhost");
+  hvrun::accept_ready(hosts[0], hvrun::ReadyMsg{0, "", ""}, false, false, "agent on localhost");
   CHECK_FALSE(startup.all_up());
   // A host whose start failed counts as settled (--check-only reports it).
   hosts[1].life.fail_start();
@@ -61,7 +61,7 @@ TEST_CASE("agent startup: job hosts, hellos, all up, one machine twice", "[agent
   hosts[1].life = hvrun::HostLife{};  // the same host started again, for the rest
   hosts[1].life.attach();
   startup.hello(1, hello(hvrun::kVersion, "ns"), "agent on other.invalid");
-  hvrun::accept_ready(hosts[1], hvrun::ReadyMsg{0}, false, false, "agent on other.invalid");
+  hvrun::accept_ready(hosts[1], hvrun::ReadyMsg{0, "", ""}, false, false, "agent on other.invalid");
   CHECK(startup.all_up());
   // Both agents report one network stack: one machine listed twice.
   const auto twin = startup.same_host();

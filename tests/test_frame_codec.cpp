@@ -166,6 +166,17 @@ TEST_CASE("control messages: the job and launch messages carry no host names, an
   CHECK(old_job.host_index == 1);
   CHECK_FALSE(old_job.report_cpu);
   CHECK(old_job.observe);  // absent: the agent observes
+  CHECK(old_job.mpi_marker.empty());
+  // --mpi observed: the marker goes out, the ready comes back with the crash handler's paths; neither
+  // field is sent without (the JSON above has none).
+  JobMsg marked{"00", 1000, 0, false, false, false, true};
+  marked.mpi_marker = "feedc0de";
+  CHECK(std::get<JobMsg>(decode_control(encode_control(marked), "l")).mpi_marker == "feedc0de");
+  const auto ready = std::get<ReadyMsg>(decode_control(encode_control(ReadyMsg{7, "/t/lib.so", "/t/stacks"}), "a"));
+  CHECK(ready.store_port == 7);
+  CHECK(ready.rank_library == "/t/lib.so");
+  CHECK(ready.stack_dir == "/t/stacks");
+  CHECK(nlohmann::json::parse(encode_control(ReadyMsg{7, "", ""})) == nlohmann::json::parse(R"({"type":"ready","store_port":7})"));
   CHECK(std::get<HeartbeatMsg>(decode_control(R"({"type":"heartbeat"})", "launcher")).cpu_ms == 0);
   REQUIRE_THROWS_WITH(decode_control(R"({"type":"job","secret":"00","heartbeat_ms":1000,"host_index":1})", "launcher"),
                       Catch::Contains("launcher: malformed control message"));

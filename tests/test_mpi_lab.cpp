@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,20 +49,30 @@ struct ShmSegmentsRemoved {
   }
 };
 
+std::optional<std::string> open_mpi_missing() {
+  if (hvrun::find_mpirun() && ::access("/usr/bin/mpicc", X_OK) == 0) return std::nullopt;
+  return "skipped: Open MPI's mpirun or mpicc is missing (apt-get install openmpi-bin libopenmpi-dev)";
+}
+
+// tests/NAME.c built with mpicc into `home`, where every lab host sees it (the hosts share the file system).
+std::string compiled(const TempHome& home, const std::string& name) {
+  const std::string prog = (home.dir / name).string();
+  auto cc = run({"/usr/bin/mpicc", "-O1", "-o", prog, source_dir() + "/tests/" + name + ".c"}, 120s);
+  INFO(cc.err);
+  REQUIRE(cc.exit_code == 0);
+  return prog;
+}
+
 }  // namespace
 
 TEST_CASE("mpi mode runs an MPI program on the trap lab, where plain mpirun fails", "[lab][mpi]") {
   HVRUN_SKIP_WITHOUT_LAB();
-  if (!hvrun::find_mpirun() || ::access("/usr/bin/mpicc", X_OK) != 0) {
-    WARN("skipped: Open MPI's mpirun or mpicc is missing (apt-get install openmpi-bin libopenmpi-dev)");
+  if (auto why = open_mpi_missing()) {
+    WARN(*why);
     return;
   }
   TempHome home;
-  // The program lives where every lab host sees it (the hosts share the file system).
-  const std::string prog = (home.dir / "mpi_allreduce").string();
-  auto cc = run({"/usr/bin/mpicc", "-O1", "-o", prog, source_dir() + "/tests/mpi_allreduce.c"}, 120s);
-  INFO(cc.err);
-  REQUIRE(cc.exit_code == 0);
+  const std::string prog = compiled(home, "mpi_allreduce");
 
   Lab lab(3, Lab::default_prefix() + "mpi");
   const auto names = lab.list("LAB_HOSTS");
@@ -105,5 +116,36 @@ TEST_CASE("mpi mode runs an MPI program on the trap lab, where plain mpirun fail
     auto r = run(hvrun_on(lab, home, {"--mpi", "-np", "6", "-H", hosts, prog, "4"}), 90s);
     INFO(r.out << r.err);
     CHECK(r.exit_code == 3);
+  }
+}
+
+TEST_CASE("mpi mode observes the ranks mpirun starts: the rank that computes more is named though Open MPI's "
+          "waiting ranks poll on a CPU, and a uniform job names nobody", "[lab][mpi]") {
+  HVRUN_SKIP_WITHOUT_LAB();
+  if (auto why = open_mpi_missing()) {
+    WARN(*why);
+    return;
+  }
+  TempHome home;
+  const std::string prog = compiled(home, "mpi_steps");
+  Lab lab(3, Lab::default_prefix() + "mps");
+  const auto names = lab.list("LAB_HOSTS");
+  const ShmSegmentsRemoved segments{{names.begin(), names.end()}};
+  const std::string hosts = names[0] + ":1," + names[1] + ":1," + names[2] + ":1";
+  {
+    auto r = run(hvrun_on(lab, home, {"--mpi", "-np", "3", "-H", hosts, prog, "14", "1"}), 120s);
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 0);
+    CHECK(count_of(r.out, "mpi done rank=") == 3);
+    CHECK_THAT(r.err, Catch::Contains("hvrun: rank 1 on " + names[1] + " holds the job back: busy"));
+    CHECK_THAT(r.err, !Catch::Contains("rank 0 on " + names[0] + " holds") &&
+                          !Catch::Contains("rank 2 on " + names[2] + " holds"));
+  }
+  {
+    auto r = run(hvrun_on(lab, home, {"--mpi", "-np", "3", "-H", hosts, prog, "8", "-1"}), 120s);
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 0);
+    CHECK(count_of(r.out, "mpi done rank=") == 3);
+    CHECK_THAT(r.err, !Catch::Contains("holds the job back"));
   }
 }

@@ -125,3 +125,49 @@ TEST_CASE("shell_line quotes what a shell would change, and shell_words reads it
   CHECK_THROWS_AS(hvrun::shell_words("a 'b", "--mpi-args"), hvrun::UsageError);
   CHECK_THROWS_AS(hvrun::shell_words("$(reboot)", "--mpi-args"), hvrun::UsageError);
 }
+
+TEST_CASE("mpirun line with the ranks observed: one app context per host, each with every -x, the marker and "
+          "its own crash handler before the user's LD_PRELOAD", "[mpi]") {
+  MpirunInput in = three_hosts();
+  in.marker = "feedc0de";
+  in.hosts[0].rank_library = "/tmp/hvrun-A/libhvrun_crash.so";
+  in.hosts[0].stack_dir = "/tmp/hvrun-A/stacks";
+  in.hosts[1].rank_library = "/dev/shm/hvrun-B/libhvrun_crash.so";
+  in.hosts[1].stack_dir = "/dev/shm/hvrun-B/stacks";  // h2's agent made none: no preload there
+  in.user_env = {{"LD_PRELOAD", "/opt/mine.so"}, {"MY_VAR", "1"}};
+  in.mpi_args = "-mca btl_tcp_eager_limit 65536";
+  const Args a = hvrun::mpirun_argv(in);
+  // Split at ":" into the global part with the first context, then the others.
+  std::vector<Args> contexts(1);
+  for (const std::string& w : a) {
+    if (w == ":") contexts.emplace_back();
+    else contexts.back().push_back(w);
+  }
+  REQUIRE(contexts.size() == 3);
+  CHECK(after(contexts[0], "-mca", "btl_tcp_if_include") == "10.77.0.0/24");
+  CHECK(after(contexts[0], "-mca", "btl_tcp_eager_limit") == "65536");  // --mpi-args stay global
+  CHECK(std::count(a.begin(), a.end(), "-np") == 3);
+  const std::vector<std::string> np{"2", "2", "1"}, host{"h0:2", "h1:2", "h2:1"};
+  for (std::size_t i = 0; i < 3; ++i) {
+    CAPTURE(i);
+    const Args& c = contexts[i];
+    CHECK(after(c, "-np") == np[i]);
+    CHECK(after(c, "-H") == host[i]);
+    CHECK(has_x(c, "HOROVOD_CONTROLLER=mpi"));  // every -x again: mpirun gives a context only its own
+    CHECK(has_x(c, "MY_VAR=1"));
+    CHECK(has_x(c, "HVRUN_MPI_MARKER=feedc0de"));
+    CHECK(Args(c.end() - 3, c.end()) == in.command);
+  }
+  CHECK(has_x(contexts[0], "LD_PRELOAD=/tmp/hvrun-A/libhvrun_crash.so:/opt/mine.so"));
+  CHECK(has_x(contexts[0], "HVRUN_STACK_DIR=/tmp/hvrun-A/stacks"));
+  CHECK_FALSE(has_x(contexts[0], "LD_PRELOAD=/opt/mine.so"));
+  CHECK(has_x(contexts[1], "LD_PRELOAD=/dev/shm/hvrun-B/libhvrun_crash.so:/opt/mine.so"));
+  CHECK(has_x(contexts[2], "LD_PRELOAD=/opt/mine.so"));  // the user's alone
+  CHECK(after(contexts[2], "-x", "HVRUN_STACK_DIR") == "<absent>");
+  for (const std::string& w : contexts[2]) CHECK_FALSE(w.starts_with("HVRUN_STACK_DIR="));
+  // Without a marker the line is the single-context one.
+  in.marker.clear();
+  const Args plain = hvrun::mpirun_argv(in);
+  CHECK(std::find(plain.begin(), plain.end(), ":") == plain.end());
+  CHECK(after(plain, "-H") == "h0:2,h1:2,h2:1");
+}

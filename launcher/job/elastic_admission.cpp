@@ -100,7 +100,7 @@ void ElasticAdmission::attach(std::size_t i, UniqueFd fd) {
   hosts_[i].life.attach();
   links_.attach(i, std::move(fd),
                 JobMsg{terms_.secret_hex, static_cast<int>(options_.heartbeat_timeout.count()), static_cast<int>(i), false,
-                       terms_.stall_enabled, true, !options_.no_straggler_watch});
+                       terms_.stall_enabled, true, !options_.no_straggler_watch, ""});  // --mpi: no elastic jobs
 }
 
 void ElasticAdmission::on_connected(std::size_t i, std::shared_ptr<HostAgent> agent, const std::string& error) {

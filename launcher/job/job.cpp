@@ -126,6 +126,9 @@ struct Job::Impl : JobCore<Job::Impl> {
     signals.cancel();
     reap_local_agents();
     log_timings();
+    // --mpi, observed: mpirun ran with the loop, or still runs when something else ended the loop first.
+    if (mpirun_exit) return record_end(launch->ended(*mpirun_exit));
+    if (mpirun_running) return record_end(launch->ended(wait_mpirun(*mpirun_running)));
     const auto& mpirun = launch->mpirun();
     if (!mpirun || teardown.exit_code() != kExitOk) return record_end(launch->ended(teardown.exit_code()));
     if (options.dry_run) {
@@ -154,7 +157,40 @@ struct Job::Impl : JobCore<Job::Impl> {
                                  stall.start(Clock::now());
                                  arm_stall_check();
                                }
-                             }});
+                             },
+                         .start_mpirun = [this] { start_observed_mpirun(); }});
+  }
+
+  // ---- --mpi with the ranks observed --------------------------------------------------------------
+  // mpirun runs beside the loop, the agents staying to observe its ranks (they find them by their
+  // marker); its end ends the job with its exit status. When something else ends the loop first (an
+  // agent lost), run() waits for mpirun as it does without observation.
+
+  std::optional<Child> mpirun_running;
+  std::optional<int> mpirun_exit;
+  boost::asio::steady_timer mpirun_timer{io};
+
+  void start_observed_mpirun() {
+    try {
+      mpirun_running = start_mpirun(*launch->mpirun());
+    } catch (const Error& e) {
+      spdlog::error("{}", e.what());
+      mpirun_exit = kExitCannotExecute;
+      return end.shut_down();
+    }
+    watch_mpirun();
+  }
+
+  void watch_mpirun() {
+    mpirun_timer.expires_after(milliseconds(200));
+    mpirun_timer.async_wait([this](auto ec) {
+      if (ec || !mpirun_running) return;
+      const auto status = mpirun_running->try_wait();
+      if (!status) return watch_mpirun();
+      mpirun_exit = status->code;
+      mpirun_running.reset();
+      end.shut_down();
+    });
   }
 
   // Runs the event loop to its end. An exception out of a handler (a timer's, a signal's) does not end
@@ -353,6 +389,10 @@ struct Job::Impl : JobCore<Job::Impl> {
 
   void on_signal(const boost::system::error_code& ec, int sig) {
     if (ec) return;
+    if (mpirun_running) {  // mpirun's to act on (run_mpirun's rule): its end ends the job
+      if (!(sig == SIGINT && signal_from_terminal())) mpirun_running->signal(sig);
+      return signals.async_wait([this](auto e, int s) { on_signal(e, s); });
+    }
     const Teardown::Decision d = teardown.on_signal(sig);
     if (d.action == Teardown::Action::kDropOutput) {
       spdlog::warn("received {} while rank output was still being written; the rest is dropped", signal_name(sig));

@@ -58,7 +58,8 @@ void JobAgents::attach(std::size_t i, UniqueFd fd) {
   job_.hosts[i].life.attach();
   job_.links->attach(i, std::move(fd),
                      JobMsg{job_.secret.hex(), static_cast<int>(options_.heartbeat_timeout.count()),
-                            static_cast<int>(i), serves_store, job_.stall_enabled, false, !options_.no_straggler_watch});
+                            static_cast<int>(i), serves_store, job_.stall_enabled, false, !options_.no_straggler_watch,
+                            mpi_marker_for(options_, job_.secret)});
   if (!needs_sync(i)) hooks_.ask_fingerprint(i);
 }
 

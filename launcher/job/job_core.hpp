@@ -63,7 +63,8 @@ class JobCore {
         secret(JobSecret::generate()),
         stall(options.stall_timeout, heartbeat_interval(options.heartbeat_timeout)),
         record(options.check_only || options.dry_run ? "" : options.events_file, options.rank_table || options.verbose,
-               options.check_only || options.dry_run ? -1 : STDERR_FILENO),
+               // --mpi: mpirun writes the ranks' output itself, so no line of hvrun's can be erased before it.
+               options.check_only || options.dry_run || options.mpi ? -1 : STDERR_FILENO),
         autopsy(io, HangAutopsy::Hooks{.ask = [this](std::size_t i) {
                                          links->send(i, StacksRequestMsg{static_cast<int>(kStackTimeout.count())});
                                        },

@@ -223,7 +223,8 @@ void JobLaunch::on_rendezvous_ready(std::size_t i, const HorovodRendezvousReadyM
 
 // --mpi: the agents' work ends with the choice; mpirun runs once they are gone (Job::run).
 void JobLaunch::prepare_mpirun() {
-  const MpirunInput in = mpirun_input_for(job_.hosts, job_.plan, *nics_->round(), options_);
+  const std::string marker = mpi_marker_for(options_, job_.secret);
+  const MpirunInput in = mpirun_input_for(job_.hosts, job_.plan, *nics_->round(), options_, marker);
   try {
     mpirun_ = mpirun_argv(in);
     spdlog::info("--mpi: {}", shell_line(*mpirun_));
@@ -231,6 +232,7 @@ void JobLaunch::prepare_mpirun() {
     job_.teardown.record_failure(kExitLaunchFailed);
     spdlog::error("{}", e.what());
   }
+  if (mpirun_ && !marker.empty()) return hooks_.start_mpirun();
   hooks_.shut_down();
 }
 

@@ -47,6 +47,9 @@ class JobLaunch {
     std::function<void(std::size_t)> ask_fingerprint;  // asks hosts[i] what its ranks would run
     std::function<void()> reassign;  // a restart's launch: the ranks' hosts from the new plan
     std::function<void()> launched;  // every LaunchMsg is sent
+    // --mpi with the ranks observed: mpirun() is ready; start it while the agents stay (instead of
+    // shut_down, after which mpirun runs alone).
+    std::function<void()> start_mpirun;
   };
   // What the job holds, read as it is when each call comes (`links`, `output` and `sync` are made
   // later); all of it outlives this object.

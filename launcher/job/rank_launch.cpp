@@ -77,13 +77,21 @@ std::string current_directory() {
   return buf;
 }
 
+std::string mpi_marker_for(const LaunchOptions& options, const JobSecret& secret) {
+  if (!options.mpi || options.dry_run || options.check_only || options.no_straggler_watch || options.command.empty())
+    return "";
+  return hex_encode(secret.mac("hvrun mpi marker")).substr(0, 24);
+}
+
 MpirunInput mpirun_input_for(const std::vector<JobHost>& hosts, const RankPlan& plan, const ProbeRound& round,
-                             const LaunchOptions& options) {
+                             const LaunchOptions& options, const std::string& marker) {
   MpirunInput in = mpirun_input(options);
   for (std::size_t i = 0; i < hosts.size(); ++i) {
     const NicChoice c = *round.choice_of(i);
-    in.hosts.push_back({hosts[i].name, plan.hosts()[hosts[i].plan_index].local_size, c.iface, c.address});
+    in.hosts.push_back({hosts[i].name, plan.hosts()[hosts[i].plan_index].local_size, c.iface, c.address,
+                        marker.empty() ? "" : hosts[i].rank_library, marker.empty() ? "" : hosts[i].rank_stack_dir});
   }
+  in.marker = marker;
   in.shared_subnet = shared_ipv4_subnet(round.inventories(), round.selections());
   in.known_hosts = known_hosts_for_mpirun();
   in.forwarded = EnvPolicy(launcher_environment(), options).forwarded_names();

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/control_message.hpp"
+#include "common/job_secret.hpp"
 #include "launcher/cli/launch_options.hpp"
 #include "launcher/cli/rank_plan.hpp"
 #include "launcher/nic/probe_round.hpp"
@@ -47,7 +48,13 @@ void warn_about_user_environment(const EnvPolicy& env, const ProbeRound& round);
 // hvrun's working directory, where the ranks start.
 std::string current_directory();
 // --mpi: mpirun's input for the chosen NICs, in the job's host order.
+// --mpi, when hvrun runs mpirun and observes the ranks: the marker their environment carries
+// (HVRUN_MPI_MARKER), derived from the job's secret (so per job, and revealing nothing of it); "" when the
+// ranks are not observed (--no-straggler-watch, --dry-run, --check-only, no --mpi).
+std::string mpi_marker_for(const LaunchOptions& options, const JobSecret& secret);
+
+// `marker`: mpi_marker_for's; with one, each host's ranks get its crash handler (JobHost::rank_library).
 MpirunInput mpirun_input_for(const std::vector<JobHost>& hosts, const RankPlan& plan, const ProbeRound& round,
-                             const LaunchOptions& options);
+                             const LaunchOptions& options, const std::string& marker = {});
 
 }  // namespace hvrun

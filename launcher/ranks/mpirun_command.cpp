@@ -6,8 +6,11 @@
 #include <cctype>
 #include <set>
 #include <string_view>
+#include <utility>
 
+#include "common/crash_report.hpp"
 #include "common/error.hpp"
+#include "common/rank_contract_names.hpp"
 #include "launcher/base/shell_quote.hpp"
 
 namespace hvrun {
@@ -63,7 +66,7 @@ std::vector<std::string> mpirun_argv(const MpirunInput& in) {
     hosts += (hosts.empty() ? "" : ",") + h.host + ":" + std::to_string(h.ranks);
     if (std::find(nics.begin(), nics.end(), h.iface) == nics.end()) nics.push_back(h.iface);
   }
-  a.insert(a.end(), {"-np", std::to_string(np), "-H", hosts});
+  if (in.marker.empty()) a.insert(a.end(), {"-np", std::to_string(np), "-H", hosts});
   if (in.binding_args.empty()) {
     a.insert(a.end(), {"--bind-to", "none", "--map-by", "slot"});
   } else {
@@ -104,13 +107,40 @@ std::vector<std::string> mpirun_argv(const MpirunInput& in) {
       passed.insert(name);
     }
   }
-  for (const auto& [name, value] : env) a.insert(a.end(), {"-x", name + "=" + value});
+  std::vector<std::string> exports;
+  for (const auto& [name, value] : env) exports.insert(exports.end(), {"-x", name + "=" + value});
   for (const auto& name : in.forwarded) passed.insert(name);
   for (const auto& name : passed)
     if (std::none_of(env.begin(), env.end(), [&](const auto& e) { return e.first == name; }))
-      a.insert(a.end(), {"-x", name});
-  for (auto& w : shell_words(in.mpi_args, "--mpi-args")) a.push_back(std::move(w));
-  a.insert(a.end(), in.command.begin(), in.command.end());
+      exports.insert(exports.end(), {"-x", name});
+  std::vector<std::string> mpi_args = shell_words(in.mpi_args, "--mpi-args");
+  if (in.marker.empty()) {
+    a.insert(a.end(), exports.begin(), exports.end());
+    a.insert(a.end(), mpi_args.begin(), mpi_args.end());
+    a.insert(a.end(), in.command.begin(), in.command.end());
+    return a;
+  }
+  // One app context per host: its preload is its own. --mpi-args stay global, before the first context.
+  a.insert(a.end(), mpi_args.begin(), mpi_args.end());
+  const auto user_preload = std::find_if(env.begin(), env.end(), [](const auto& e) { return e.first == "LD_PRELOAD"; });
+  bool first = true;
+  for (const MpiHost& h : in.hosts) {
+    if (h.ranks == 0) continue;
+    if (!std::exchange(first, false)) a.push_back(":");
+    a.insert(a.end(), {"-np", std::to_string(h.ranks), "-H", h.host + ":" + std::to_string(h.ranks)});
+    for (std::size_t k = 0; k + 1 < exports.size(); k += 2)
+      if (!h.rank_library.empty() && user_preload != env.end() && exports[k + 1].starts_with("LD_PRELOAD="))
+        continue;  // given below, after the crash handler
+      else
+        a.insert(a.end(), {exports[k], exports[k + 1]});
+    a.insert(a.end(), {"-x", std::string(rank_contract::kMpiMarker) + "=" + in.marker});
+    if (!h.rank_library.empty()) {
+      const std::string user = user_preload != env.end() ? ":" + user_preload->second : "";
+      a.insert(a.end(), {"-x", "LD_PRELOAD=" + h.rank_library + user, "-x",
+                         std::string(crash_report::kStackDirVariable) + "=" + h.stack_dir});
+    }
+    a.insert(a.end(), in.command.begin(), in.command.end());
+  }
   return a;
 }
 

@@ -16,6 +16,10 @@ struct MpiHost {
   int ranks = 0;        // ranks placed there (hosts with none are left out)
   std::string iface;    // the NIC hvrun chose there
   std::string address;  // its address
+  // With MpirunInput::marker: that host's crash handler and the directory its ranks answer in (the
+  // agent's, from its ready); "" where it has none (its ranks are observed without where asks).
+  std::string rank_library{};
+  std::string stack_dir{};
 };
 
 struct MpirunInput {
@@ -35,6 +39,9 @@ struct MpirunInput {
   std::string binding_args;                // --binding-args (shell words); "" : --bind-to none --map-by slot
   std::string mpi_args;                    // --mpi-args (shell words), before the command
   std::vector<std::string> command;
+  // Non-empty: hvrun's agents observe the ranks (issue 40): one app context per host (`: `-separated),
+  // each with every -x, HVRUN_MPI_MARKER, and that host's LD_PRELOAD and HVRUN_STACK_DIR.
+  std::string marker;
 };
 
 // What the command line gives: ssh settings, --allow-run-as-root (or running as root), output options,
@@ -49,7 +56,9 @@ MpirunInput mpirun_input(const LaunchOptions& o);
 // PROGRAM` contract is the same), the environment with -x (HOROVOD_CONTROLLER=mpi,
 // HOROVOD_CPU_OPERATIONS=mpi, NCCL_SOCKET_IFNAME naming every chosen NIC exactly, PYTHONUNBUFFERED=1,
 // the tuning variables, then the user's -x, which win; then every forwarded name not set so), the
-// --mpi-args words, the command. Throws Error, naming each host's NIC and address and what to do, when
+// --mpi-args words, the command. With a marker, instead of `-np N -H ...` and one command: an app context
+// per host, `-np n -H host:n`, every -x again (Open MPI 4.1 gives a -x before the first context to that
+// context only), the marker, the host's preload, the --mpi-args words and the command. Throws Error, naming each host's NIC and address and what to do, when
 // the chosen NICs share no IPv4 subnet; UsageError when --mpi-args/--binding-args is not shell syntax.
 std::vector<std::string> mpirun_argv(const MpirunInput& in);
 

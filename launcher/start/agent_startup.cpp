@@ -148,6 +148,8 @@ void greet(JobHost& h, HelloMsg m, const std::string& peer) {
 void accept_ready(JobHost& h, const ReadyMsg& m, bool needs_sync, bool wants_fingerprint, const std::string& peer) {
   if (h.life.phase() != HostPhase::kGreeted) throw ProtocolError(peer + ": ready out of turn");
   h.store_port = m.store_port;
+  h.rank_library = m.rank_library;
+  h.rank_stack_dir = m.stack_dir;
   h.life.ready(needs_sync, wants_fingerprint);
 }
 

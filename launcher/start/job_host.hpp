@@ -36,6 +36,10 @@ struct JobHost {
   // restart's restart_ready (--max-restarts).
   int master_port = 0;
   int store_port = 0;
+  // --mpi observed (JobMsg::mpi_marker): its crash handler and stack directory, from the ready; mpirun
+  // preloads them into that host's ranks.
+  std::string rank_library;
+  std::string rank_stack_dir;
   std::optional<FingerprintMsg> fingerprint;  // what its ranks would run (asked for when there is a command)
   // --sync: what it lacked, once its agent said (sync_files files, sync_bytes bytes); the copies run in
   // HostPhase::kSyncing, and the fingerprint is asked for when they end.
