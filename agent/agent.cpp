@@ -326,6 +326,7 @@ struct Agent::Impl {
     for (const auto& e : ranks.entries())
       if (!e.reaped) running.push_back({e.rank, e.pid});
     if (!stacks || running.empty()) return send(StacksMsg{});
+    observer.hold_asks(std::chrono::milliseconds(m.timeout_ms) + RankObserver::kWindow);
     stacks->collect(running, std::chrono::milliseconds(m.timeout_ms), [this](StacksMsg msg) {
       if (!state.finished()) send(msg);
     });

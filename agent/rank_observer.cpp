@@ -103,7 +103,9 @@ std::map<pid_t, RankSocketsSample> RankObserver::sockets_by_pid() {
 
 void RankObserver::look() {
   // A rank gone is dropped here: the agent's own are also removed when reaped, mpirun's (--mpi) only so.
-  for (auto it = watched_.begin(); it != watched_.end();) it = it->second.sampler.sample() ? std::next(it) : watched_.erase(it);
+  const bool may_ask = RankSampler::Clock::now() >= asks_held_until_;
+  for (auto it = watched_.begin(); it != watched_.end();)
+    it = it->second.sampler.sample(may_ask) ? std::next(it) : watched_.erase(it);
   const auto now = RankSampler::Clock::now();
   if (now - window_start_ >= kWindow) {
     ObservationMsg m;

@@ -35,6 +35,8 @@ class RankObserver {
   void add(int rank, pid_t pid, const std::string& stack_dir);
   void remove(pid_t pid);         // it ended (reaped)
   void stop();                    // the agent ends, or the job observes nothing: no more looks, no adds
+  // No where asks for `duration` (a stack collection runs: RankSampler::sample's reason).
+  void hold_asks(std::chrono::milliseconds duration) { asks_held_until_ = RankSampler::Clock::now() + duration; }
 
  private:
   struct Watched {
@@ -55,6 +57,7 @@ class RankObserver {
   std::unique_ptr<TcpTable> tcp_;  // none when the kernel refused a sock_diag socket
   bool tcp_tried_ = false;
   RankSampler::Clock::time_point window_start_{};
+  RankSampler::Clock::time_point asks_held_until_{};
   // NVML, loaded off the loop (nvmlInit can take seconds) when the first rank starts; sampled once a
   // window for the whole host. Its future's destructor waits for a load still running.
   std::future<std::unique_ptr<GpuUsage>> gpu_loading_;

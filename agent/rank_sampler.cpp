@@ -110,14 +110,14 @@ std::optional<RankSampler::SchedStat> RankSampler::read_schedstat() const {
   return s;
 }
 
-bool RankSampler::sample() {
+bool RankSampler::sample(bool may_ask) {
   const std::string stat = read_line(task_ + "/stat");
   if (stat.empty()) return false;
   const char state = state_of(stat);
   // An answer describes a moment the thread ran (it is asked only then), whatever it does now.
   if (const auto spinning = where_->answer()) ++(*spinning ? spinning_ : computing_);
   if (state == 'R') {
-    where_->ask();
+    if (may_ask) where_->ask();
     return true;
   }
   const std::string fd_dir = "/proc/" + std::to_string(pid_) + "/fd/";

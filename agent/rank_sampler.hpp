@@ -52,7 +52,9 @@ class RankSampler {
   explicit RankSampler(pid_t pid, std::string stack_dir = {});
 
   // One look at the main thread's wait (call every 100 ms or so). False once the rank is gone.
-  bool sample();
+  // `may_ask`: whether a running thread may be asked where it is (not while hvrun collects stacks: both
+  // asks are SIGURG, a signal that does not queue, so one pending would swallow the other).
+  bool sample(bool may_ask = true);
   // The shares since the previous take() (or since the start); nullopt for a window without samples or
   // when the rank is gone.
   std::optional<ObservedShares> take(Clock::time_point now);
