@@ -12,6 +12,7 @@
 
 #include "agent/frame_names.hpp"
 #include "agent/proc_scan.hpp"
+#include "agent/where_sampler.hpp"
 #include "common/crash_report.hpp"
 #include "common/file_digest.hpp"
 
@@ -26,19 +27,6 @@ constexpr std::chrono::milliseconds kPollInterval{20};
 constexpr int kPollsPerRequest = 5;
 // A stack file is bounded: a process with thousands of threads must not fill the launcher's memory.
 constexpr std::size_t kMaxStackBytes = 64 * 1024;
-
-// SIGURG with the request's value to the main thread of `pid` (its tid is its pid); false when the
-// process is gone or refuses signals from us.
-bool request_stack(pid_t pid) {
-  siginfo_t info;
-  std::memset(&info, 0, sizeof info);
-  info.si_signo = SIGURG;
-  info.si_code = SI_QUEUE;
-  info.si_pid = ::getpid();
-  info.si_uid = ::getuid();
-  info.si_value.sival_int = crash_report::kStackRequest;
-  return ::syscall(SYS_rt_tgsigqueueinfo, pid, pid, SIGURG, &info) == 0;
-}
 
 std::string read_bounded(const std::string& path) {
   std::string text = read_file_head(path, kMaxStackBytes);
@@ -85,7 +73,7 @@ struct StackCollector::Impl {
         Process proc{i, p.pid, p.comm, {}, {}};
         if (!stack_dir.empty()) {
           proc.file = stack_dir + "/" + std::to_string(ranks[i].pid) + "-" + std::to_string(p.pid) + ".stack";
-          if (!request_stack(p.pid)) proc.file.clear();
+          if (!ask_main_thread(p.pid, crash_report::kStackRequest)) proc.file.clear();
         }
         processes.push_back(std::move(proc));
       }
@@ -104,7 +92,7 @@ struct StackCollector::Impl {
         std::filesystem::remove(p.file, ec);
       } else {
         waiting = true;
-        if (polls > 0 && polls % kPollsPerRequest == 0) request_stack(p.pid);
+        if (polls > 0 && polls % kPollsPerRequest == 0) ask_main_thread(p.pid, crash_report::kStackRequest);
       }
     }
     if (!waiting || std::chrono::steady_clock::now() >= deadline) return finish();

@@ -44,16 +44,20 @@ WhereSampler::~WhereSampler() {
   if (!answer_path_.empty()) ::unlink(answer_path_.c_str());
 }
 
-void WhereSampler::ask() {
-  if (answer_path_.empty() || (!answered_ever_ && unanswered_ >= kUnansweredLimit)) return;
+bool ask_main_thread(pid_t pid, int request) {
   siginfo_t info{};
   info.si_signo = SIGURG;
   info.si_code = SI_QUEUE;
   info.si_pid = ::getpid();
   info.si_uid = ::getuid();
-  info.si_value.sival_int = crash_report::kWhereRequest;
-  // To the main thread only (tid == pid); a rank gone meanwhile (ESRCH) is the observer's to notice.
-  if (::syscall(SYS_rt_tgsigqueueinfo, pid_, pid_, SIGURG, &info) == 0) ++unanswered_;
+  info.si_value.sival_int = request;
+  return ::syscall(SYS_rt_tgsigqueueinfo, pid, pid, SIGURG, &info) == 0;
+}
+
+void WhereSampler::ask() {
+  if (answer_path_.empty() || (!answered_ever_ && unanswered_ >= kUnansweredLimit)) return;
+  // A rank gone meanwhile (ESRCH) is the observer's to notice.
+  if (ask_main_thread(pid_, crash_report::kWhereRequest)) ++unanswered_;
 }
 
 std::optional<bool> WhereSampler::answer() {

@@ -24,6 +24,11 @@ namespace hvrun {
 // Horovod's own modules, hvrun's collectives.
 bool is_communication_library(std::string_view path);
 
+// SIGURG with `request` (crash_report::kStackRequest or kWhereRequest) as its value, to the main thread
+// of `pid` (its tid is its pid): what the preloaded library answers. False when the process is gone or
+// refuses signals from us.
+bool ask_main_thread(pid_t pid, int request);
+
 class WhereSampler {
  public:
   static constexpr int kUnansweredLimit = 20;
